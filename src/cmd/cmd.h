@@ -1,0 +1,39 @@
+/*
+ * cmd.h - the subcommands. Each `cmd_foo(argc, argv)` parses its own options
+ * (argv[0] is "foo") and returns the exit status (SPEC §1): 0 ok, 1 a gate
+ * failed or the verdict is negative, 2 usage or bad input, 3 runtime failure.
+ * src/cmd is the only place that prints results or decides exit codes.
+ *
+ * To add a command: write src/cmd/foo.c, declare cmd_foo here, add a row to
+ * the table in main.c, write docs/lynn-foo.md, add a test.
+ */
+#ifndef LYNN_CMD_H
+#define LYNN_CMD_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "lynn/err.h"
+
+struct lynn_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+};
+
+/* Print "lynn: <message>" to stderr and return the exit status for err. */
+int cmd_fail(const struct lynn_err *err);
+/* Print "lynn CMD: <message>" and a hint to stderr; return 2. */
+int cmd_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Handle the options every command takes (-q, -v): returns true if `opt`
+ * was one of them. */
+bool cmd_common_opt(int opt);
+/* Is stderr a terminal and logging not silenced (progress bars on)? */
+bool cmd_progress_enabled(void);
+
+/* --- the commands --- */
+int cmd_help(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+
+#endif

@@ -1,0 +1,167 @@
+/*
+ * main.c - the lynn binary: git-style dispatch over the command table.
+ *
+ *   lynn [-q|-v] CMD [options]     run a command
+ *   lynn help [CMD] | CMD --help   usage
+ *   lynn --version                 version, git hash, build flags
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "lynn/log.h"
+#include "lynn/util.h"
+#include "lynn/version.h"
+
+/* The table lists only commands that work. Keep it sorted by workflow. */
+static const struct lynn_cmd cmds[] = {
+	{ "help", cmd_help, "show usage of lynn or of one command" },
+	{ "version", cmd_version, "print version and build flags" },
+};
+
+static const struct lynn_cmd *find_cmd(const char *name)
+{
+	for (size_t i = 0; i < LYNN_ARRAY_LEN(cmds); i++)
+		if (!strcmp(cmds[i].name, name))
+			return &cmds[i];
+	return NULL;
+}
+
+static const char *closest_cmd(const char *name)
+{
+	const char *best = NULL;
+	int bd = 1 << 30;
+	for (size_t i = 0; i < LYNN_ARRAY_LEN(cmds); i++) {
+		int d = lynn_edit_distance(name, cmds[i].name);
+		if (d < bd) {
+			bd = d;
+			best = cmds[i].name;
+		}
+	}
+	return best;
+}
+
+/* ===== shared CLI helpers (cmd.h) ===== */
+
+int cmd_fail(const struct lynn_err *err)
+{
+	fprintf(stderr, "lynn: error: %s\n", err && err->msg[0] ? err->msg : "unknown error");
+	return lynn_err_exit_status(err ? err->code : -LYNN_EIO);
+}
+
+int cmd_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "lynn %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n(see 'lynn %s --help')\n", cmd);
+	return 2;
+}
+
+bool cmd_common_opt(int opt)
+{
+	if (opt == 'q') {
+		lynn_log_set_level(LYNN_LOG_ERROR);
+		return true;
+	}
+	if (opt == 'v') {
+		lynn_log_set_level(LYNN_LOG_DEBUG);
+		return true;
+	}
+	return false;
+}
+
+bool cmd_progress_enabled(void)
+{
+	return lynn_log_get_level() >= LYNN_LOG_INFO && isatty(2);
+}
+
+/* ===== help and version ===== */
+
+static void print_overview(FILE *f)
+{
+	fprintf(f, "usage: lynn [-q|-v] <command> [options]\n\n"
+		   "lynn takes a distilled Qwen3.5-MoE model from training to production.\n\n"
+		   "commands:\n");
+	for (size_t i = 0; i < LYNN_ARRAY_LEN(cmds); i++)
+		fprintf(f, "  %-13s %s\n", cmds[i].name, cmds[i].summary);
+	fprintf(f, "\n'lynn help <command>' or 'lynn <command> --help' shows a command's options.\n"
+		   "Exit codes: 0 ok, 1 gate failed / negative verdict, 2 usage or bad input,\n"
+		   "3 runtime failure.\n");
+}
+
+int cmd_help(int argc, char **argv)
+{
+	const struct lynn_cmd *c;
+	char *sub[3];
+
+	if (argc < 2) {
+		print_overview(stdout);
+		return 0;
+	}
+	c = find_cmd(argv[1]);
+	if (!c) {
+		fprintf(stderr, "lynn: '%s' is not a lynn command; did you mean '%s'?\n", argv[1],
+			closest_cmd(argv[1]));
+		return 2;
+	}
+	if (c->fn == cmd_help) {
+		print_overview(stdout);
+		return 0;
+	}
+	sub[0] = (char *)c->name;
+	sub[1] = "--help";
+	sub[2] = NULL;
+	return c->fn(2, sub);
+}
+
+int cmd_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("lynn %s (git %s)\n", LYNN_VERSION, lynn_git_hash());
+	printf("build: cuda=%s simd=%s compiler=%s\n", lynn_build_cuda(), lynn_build_simd(),
+	       __VERSION__);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct lynn_cmd *c;
+	int i = 1;
+
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V"))
+			return cmd_version(0, NULL);
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			print_overview(stdout);
+			return 0;
+		}
+		if (!strcmp(argv[i], "-q"))
+			lynn_log_set_level(LYNN_LOG_ERROR);
+		else if (!strcmp(argv[i], "-v"))
+			lynn_log_set_level(LYNN_LOG_DEBUG);
+		else {
+			fprintf(stderr, "lynn: unknown option '%s'\n", argv[i]);
+			print_overview(stderr);
+			return 2;
+		}
+	}
+	if (i >= argc) {
+		print_overview(stderr);
+		return 2;
+	}
+	c = find_cmd(argv[i]);
+	if (!c) {
+		fprintf(stderr, "lynn: '%s' is not a lynn command; did you mean '%s'?\n"
+				"(see 'lynn help')\n",
+			argv[i], closest_cmd(argv[i]));
+		return 2;
+	}
+	return c->fn(argc - i, argv + i);
+}

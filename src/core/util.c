@@ -1,0 +1,102 @@
+/* util.c - sizes, id lists, edit distance (include/lynn/util.h). */
+#include "lynn/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int lynn_parse_size(const char *s, uint64_t *out, struct lynn_err *err)
+{
+	static const struct { const char *u; double m; } units[] = {
+		{ "", 1 }, { "b", 1 },
+		{ "k", 1e3 }, { "kb", 1e3 }, { "m", 1e6 }, { "mb", 1e6 },
+		{ "g", 1e9 }, { "gb", 1e9 }, { "t", 1e12 }, { "tb", 1e12 },
+		{ "kib", 1024.0 }, { "mib", 1048576.0 }, { "gib", 1073741824.0 },
+		{ "tib", 1099511627776.0 },
+	};
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || errno || !(v >= 0) || !isfinite(v))
+		return lynn_errf(err, -LYNN_EINVAL, "size: '%s' is not a size", s);
+	while (*end == ' ')
+		end++;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		if (!strcasecmp(end, units[i].u)) {
+			double b = v * units[i].m;
+			if (b >= 1.8e19)
+				return lynn_errf(err, -LYNN_EINVAL, "size: '%s' is too large", s);
+			*out = (uint64_t)b;
+			return 0;
+		}
+	}
+	return lynn_errf(err, -LYNN_EINVAL, "size: '%s': unknown unit '%s'", s, end);
+}
+
+int lynn_parse_ids(const char *s, int32_t **ids, size_t *n, struct lynn_err *err)
+{
+	size_t cap = 16, k = 0;
+	int32_t *v = malloc(cap * sizeof *v);
+	const char *p = s;
+
+	*ids = NULL;
+	*n = 0;
+	if (!v)
+		return lynn_errf(err, -LYNN_ENOMEM, "ids: out of memory");
+	for (;;) {
+		char *end;
+		long long x;
+		while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n' || *p == '\r' ||
+		       *p == '[' || *p == ']')
+			p++;
+		if (!*p)
+			break;
+		errno = 0;
+		x = strtoll(p, &end, 10);
+		if (end == p || errno || x < 0 || x > INT32_MAX) {
+			free(v);
+			return lynn_errf(err, -LYNN_EINVAL, "ids: '%.20s' is not a token id", p);
+		}
+		if (k == cap) {
+			int32_t *nv = realloc(v, 2 * cap * sizeof *v);
+			if (!nv) {
+				free(v);
+				return lynn_errf(err, -LYNN_ENOMEM, "ids: out of memory");
+			}
+			v = nv;
+			cap *= 2;
+		}
+		v[k++] = (int32_t)x;
+		p = end;
+	}
+	*ids = v;
+	*n = k;
+	return 0;
+}
+
+int lynn_edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int row[64];
+	if (la > 63 || lb > 63)
+		return 99;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		int prev = row[0];
+		row[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int cur = row[j];
+			int sub = prev + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+			int best = LYNN_MIN(row[j] + 1, row[j - 1] + 1);
+			row[j] = LYNN_MIN(best, sub);
+			prev = cur;
+		}
+	}
+	return row[lb];
+}

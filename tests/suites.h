@@ -1,0 +1,2 @@
+/* One line per module suite; check_<module>.c defines <module>_suite(). */
+LYNN_SUITE(core)
