@@ -463,7 +463,7 @@ START_TEST(test_writer_shard_rule)
 	static uint8_t zero[400];
 
 	for (int i = 0; i < 7; i++) {
-		char name[8];
+		char name[16];
 		snprintf(name, sizeof name, "t%d", i);
 		ck_assert_int_eq(lynn_st_writer_declare(w, name, LYNN_DTYPE_U8, 1, &sizes[i], &e), 0);
 	}
@@ -475,7 +475,7 @@ START_TEST(test_writer_shard_rule)
 	ck_assert_msg(c != NULL, "%s", e.msg);
 	ck_assert_int_eq(lynn_ckpt_n_files(c), 4);
 	for (int i = 0; i < 7; i++) {
-		char name[8], want[64];
+		char name[16], want[64];
 		snprintf(name, sizeof name, "t%d", i);
 		snprintf(want, sizeof want, "/model-%05d-of-00004.safetensors", want_shard[i]);
 		ck_assert_ptr_nonnull(strstr(lynn_ckpt_find(c, name)->file, want));
