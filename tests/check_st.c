@@ -995,6 +995,7 @@ START_TEST(test_inspect_json)
 	ck_assert_msg(exp != NULL, "%s", e.msg);
 	cJSON_ArrayForEach(x, exp) {
 		static const char *const keys[] = { "n_tensors", "n_params", "n_params_active",
+						    "n_params_active_text",
 						    "n_params_routed_experts", "n_params_vision",
 						    "total_bytes" };
 		char *args;

@@ -8,6 +8,8 @@ read here with struct + json, and the counts follow docs/lynn-inspect.md:
   routed          = sum over tensors whose name contains ".experts."
   n_params_active = n_params - routed + routed * num_experts_per_tok / num_experts
   vision          = tensors under model.visual.
+  n_params_active_text = n_params_active without the vision tower and the MTP
+                    head (mtp.*: none in these fixtures)
 
 Also writes the f32 -> f16 reference conversions made by numpy (IEEE
 round-to-nearest-even) for the dtype tests.
@@ -44,7 +46,7 @@ def expected(folder):
     files, tensors = headers(folder)
     cfg = json.load(open(os.path.join(folder, "config.json")))
     text = cfg.get("text_config", cfg)
-    total = routed = vision = 0
+    total = routed = vision = mtp = mtp_routed = 0
     for name, (v, _) in tensors.items():
         numel = 1
         for d in v["shape"]:
@@ -54,12 +56,19 @@ def expected(folder):
             routed += numel
         if name.startswith("model.visual."):
             vision += numel
-    active = total - routed + routed * text["num_experts_per_tok"] // text["num_experts"]
+        if name.startswith("mtp.") or name.startswith("model.mtp."):
+            mtp += numel
+            if ".experts." in name:
+                mtp_routed += numel
+    k, ne = text["num_experts_per_tok"], text["num_experts"]
+    active = total - routed + routed * k // ne
+    active_text = active - vision - (mtp - mtp_routed + mtp_routed * k // ne)
     return {
         "architecture": cfg["architectures"][0],
         "n_tensors": len(tensors),
         "n_params": total,
         "n_params_active": active,
+        "n_params_active_text": active_text,
         "n_params_routed_experts": routed,
         "n_params_vision": vision,
         "n_files": len(files),
