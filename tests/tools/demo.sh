@@ -6,3 +6,4 @@ echo "== lynn --version"
 ./lynn --version
 echo "== lynn help"
 ./lynn help
+if test -d tests/fixtures/qwen35moe-tiny; then echo "== lynn inspect tests/fixtures/qwen35moe-tiny"; ./lynn inspect tests/fixtures/qwen35moe-tiny; fi
