@@ -20,6 +20,7 @@
 static const struct lynn_cmd cmds[] = {
 	{ "help", cmd_help, "show usage of lynn or of one command" },
 	{ "version", cmd_version, "print version and build flags" },
+	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
 };
 
 static const struct lynn_cmd *find_cmd(const char *name)
