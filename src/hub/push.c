@@ -629,6 +629,10 @@ int lynn_hub_push(const struct lynn_hub_opts *o, const struct lynn_hub_plan *pl,
 	res->n_files = pl->n;
 	if (!o->token || !o->token[0])
 		return lynn_errf(err, -LYNN_EINVAL, "hub: no token");
+	for (const char *t = o->token; *t; t++)
+		if ((unsigned char)*t < 0x21 || (unsigned char)*t > 0x7e)
+			return lynn_errf(err, -LYNN_EINVAL,
+					 "hub: the token contains spaces or control characters");
 	rc = check_repo_id(o->repo, j.owner, sizeof j.owner, j.name, sizeof j.name, err);
 	if (rc)
 		return rc;
@@ -735,7 +739,8 @@ static int commit_batch(struct hub_job *j, const struct hub_commit_ops *ops, con
 					sizeof j->res->commit_id, &e2);
 			if (!rc) {
 				j->res->n_commits++;
-				lynn_log_info("push: committed %zu file(s)%s%s", n,
+				lynn_log_info("push: committed %zu file(s)%s%s",
+					      n + (first && j->ms_add_config),
 					      j->res->commit_id[0] ? " as " : "", j->res->commit_id);
 				goto out;
 			}
