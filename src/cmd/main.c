@@ -20,6 +20,7 @@
 static const struct lynn_cmd cmds[] = {
 	{ "help", cmd_help, "show usage of lynn or of one command" },
 	{ "version", cmd_version, "print version and build flags" },
+	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
 	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
 };
 
