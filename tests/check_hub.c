@@ -877,6 +877,44 @@ START_TEST(test_unauthorized)
 }
 END_TEST
 
+/* More files than one commit may carry: several commits, each within the
+ * hub's limit (the emulator refuses > 256 ModelScope actions / > 100 HF files). */
+static void batches(const char *hub, const char *key, int n_files, int want_commits)
+{
+	struct emu e;
+	char *src = tu_mkdtemp();
+	struct tu_run r;
+	cJSON *st;
+
+	for (int i = 0; i < n_files; i++) {
+		char name[64];
+		snprintf(name, sizeof name, "shard/part-%04d.txt", i);
+		put(src, name, (size_t)(i % 7), 500 + (unsigned)i);
+	}
+	emu_start(&e);
+	r = push(&e, hub, "me/many", src, NULL);
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	tu_run_free(&r);
+	st = emu_state(&e);
+	assert_no_violations(st);
+	ck_assert_int_eq(n_commits(st, key, "me/many"), want_commits);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(
+				 cJSON_GetObjectItem(repo_of(st, key, "me/many"), "revs"),
+				 !strcmp(key, "ms") ? "master" : "main")),
+			 n_files + !strcmp(key, "ms"));
+	cJSON_Delete(st);
+	emu_stop(&e);
+	rm_rf(src);
+	free(src);
+}
+
+START_TEST(test_commit_batches)
+{
+	batches("modelscope", "ms", 300, 2); /* 255 + configuration.json, then 45 */
+	batches("huggingface", "hf", 230, 3);
+}
+END_TEST
+
 Suite *hub_suite(void)
 {
 	Suite *s = suite_create("hub");
@@ -897,6 +935,7 @@ Suite *hub_suite(void)
 	tcase_add_test(h, test_lost_commit_reply);
 	tcase_add_test(h, test_ms_code_on_200);
 	tcase_add_test(h, test_unauthorized);
+	tcase_add_test(h, test_commit_batches);
 	tcase_set_timeout(h, 120);
 	suite_add_tcase(s, u);
 	suite_add_tcase(s, c);
