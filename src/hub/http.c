@@ -90,6 +90,7 @@ struct xfer {
 	struct hub_resp *rs;
 	FILE *f;
 	uint64_t left;
+	uint64_t sent; /* file bytes counted into the progress by this attempt */
 	bool too_big;
 };
 
@@ -145,6 +146,7 @@ static size_t on_read(char *dst, size_t sz, size_t nm, void *ud)
 	if (got == 0)
 		return CURL_READFUNC_ABORT; /* the file shrank under us */
 	x->left -= got;
+	x->sent += got;
 	if (x->rq->count_upload) {
 		struct hub_client *c = x->c;
 		pthread_mutex_lock(&c->mu);
@@ -181,7 +183,6 @@ static int http_once(struct hub_client *c, const struct hub_req *rq, struct hub_
 	char ebuf[CURL_ERROR_SIZE] = "", path[256], rid[40];
 	CURL *cu = NULL;
 	CURLcode cc;
-	uint64_t sent_before = 0;
 	int rc = 0;
 
 	lynn_buf_reset(&rs->body);
@@ -274,12 +275,6 @@ static int http_once(struct hub_client *c, const struct hub_req *rq, struct hub_
 		curl_easy_setopt(cu, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
 		curl_easy_setopt(cu, CURLOPT_CUSTOMREQUEST, rq->method);
 	}
-	if (rq->count_upload) {
-		pthread_mutex_lock(&c->mu);
-		sent_before = c->up_done;
-		pthread_mutex_unlock(&c->mu);
-	}
-
 	cc = curl_easy_perform(cu);
 	if (cc != CURLE_OK) {
 		if (x.too_big) {
@@ -295,10 +290,11 @@ static int http_once(struct hub_client *c, const struct hub_req *rq, struct hub_
 	curl_easy_getinfo(cu, CURLINFO_RESPONSE_CODE, &rs->status);
 	lynn_log_debug("hub: %s %s -> %ld", rq->method, path, rs->status);
 out:
-	if (rc && rq->count_upload) {
-		/* roll the progress back: the bytes will be sent again */
+	if ((rc || rs->status < 200 || rs->status >= 300) && rq->count_upload && x.sent) {
+		/* take this attempt's bytes back out of the progress: they will
+		 * be sent again (or the upload fails) */
 		pthread_mutex_lock(&c->mu);
-		c->up_done = sent_before;
+		c->up_done -= LYNN_MIN(x.sent, c->up_done);
 		pthread_mutex_unlock(&c->mu);
 	}
 	if (x.f)
