@@ -44,6 +44,45 @@ static void usage(FILE *f)
 		"after retries or I/O error.\n");
 }
 
+/* Two bars on one line of stderr: hashing, then uploading. Each bar's clock
+ * starts with its first bytes (not at set-up, before the network calls). */
+struct bars {
+	struct lynn_progress_bar hash, up;
+	bool hash_started, hash_done, up_started, up_done;
+};
+
+static void on_hash(void *ud, uint64_t done, uint64_t total)
+{
+	struct bars *b = ud;
+	if (!b->hash_started) {
+		b->hash_started = true;
+		b->hash.t_start = lynn_now();
+	}
+	lynn_progress_bar_update(&b->hash, done, total);
+	if (done == total && !b->hash_done) {
+		b->hash_done = true;
+		lynn_progress_bar_finish(&b->hash);
+	}
+}
+
+static void on_upload(void *ud, uint64_t done, uint64_t total)
+{
+	struct bars *b = ud;
+	if (!b->up_started) {
+		b->up_started = true;
+		if (b->hash_started && !b->hash_done) {
+			b->hash_done = true;
+			lynn_progress_bar_finish(&b->hash);
+		}
+		b->up.t_start = lynn_now();
+	}
+	lynn_progress_bar_update(&b->up, done, total);
+	if (done == total && !b->up_done) {
+		b->up_done = true;
+		lynn_progress_bar_finish(&b->up);
+	}
+}
+
 enum { O_REPO = 256, O_SRC, O_HUB, O_ENDPOINT, O_PIR, O_INCLUDE, O_EXCLUDE, O_MESSAGE,
        O_REVISION, O_PRIVATE, O_DRY, O_THREADS };
 
@@ -69,7 +108,7 @@ int cmd_push(int argc, char **argv)
 	struct lynn_hub_opts o = { .include = inc, .exclude = exc, .connections = 4 };
 	struct lynn_hub_result res;
 	struct lynn_hub_plan *plan = NULL;
-	struct lynn_progress_bar hbar, ubar;
+	struct bars bars = { 0 };
 	struct lynn_err err = { 0 };
 	bool dry = false;
 	const char *hubname = "modelscope", *var = NULL;
@@ -178,17 +217,19 @@ int cmd_push(int argc, char **argv)
 		return 0;
 	}
 
-	lynn_progress_bar_init(&hbar, "hashing", true, stderr, cmd_progress_enabled());
-	lynn_progress_bar_init(&ubar, "uploading", true, stderr, cmd_progress_enabled());
-	o.hash_progress = lynn_progress_bar_update;
-	o.hash_ud = &hbar;
-	o.upload_progress = lynn_progress_bar_update;
-	o.upload_ud = &ubar;
+	lynn_progress_bar_init(&bars.hash, "hashing", true, stderr, cmd_progress_enabled());
+	lynn_progress_bar_init(&bars.up, "uploading", true, stderr, cmd_progress_enabled());
+	o.hash_progress = on_hash;
+	o.hash_ud = &bars;
+	o.upload_progress = on_upload;
+	o.upload_ud = &bars;
 	lynn_log_info("push: %zu file(s), %.1f MB to %s %s", lynn_hub_plan_count(plan),
 		      (double)lynn_hub_plan_bytes(plan) / 1e6, hubname, o.repo);
 	rc = lynn_hub_push(&o, plan, &res, &err);
-	lynn_progress_bar_finish(&hbar);
-	lynn_progress_bar_finish(&ubar);
+	if (bars.hash_started && !bars.hash_done)
+		lynn_progress_bar_finish(&bars.hash);
+	if (bars.up_started && !bars.up_done)
+		lynn_progress_bar_finish(&bars.up);
 	lynn_hub_plan_free(plan);
 	if (rc)
 		return cmd_fail(&err);
