@@ -610,6 +610,29 @@ static void complete_and_rerun(const char *hub, const char *key)
 	ck_assert_int_eq(n_commits(st, key, "me/model"), 2);
 	assert_no_violations(st);
 	cJSON_Delete(st);
+
+	/* another branch */
+	r = push(&e, hub, "me/model", src, "--revision dev --include config.json --path-in-repo d/");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	tu_run_free(&r);
+	st = emu_state(&e);
+	{
+		const cJSON *dev = cJSON_GetObjectItem(
+			cJSON_GetObjectItem(repo_of(st, key, "me/model"), "revs"), "dev");
+		const cJSON *c = cJSON_GetArrayItem(
+			cJSON_GetObjectItem(repo_of(st, key, "me/model"), "commits"), 2);
+		ck_assert_ptr_nonnull(cJSON_GetObjectItem(dev, "d/config.json"));
+		ck_assert_ptr_nonnull(cJSON_GetObjectItem(dev, "config.json")); /* from the base */
+		ck_assert_str_eq(cJSON_GetObjectItem(c, "rev")->valuestring, "dev");
+	}
+	assert_no_violations(st);
+	cJSON_Delete(st);
+
+	/* nothing selected: bad input, nothing sent */
+	r = push(&e, hub, "me/model", src, "--include '*.nothing'");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_msg(strstr(r.err, "no files"), "%s", r.err);
+	tu_run_free(&r);
 	assert_log_clean(&e);
 	emu_stop(&e);
 	rm_rf(src);

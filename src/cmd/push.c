@@ -217,6 +217,12 @@ int cmd_push(int argc, char **argv)
 		return 0;
 	}
 
+	if (lynn_hub_plan_count(plan) == 0) {
+		fprintf(stderr, "lynn push: no files to push in '%s' (after the excludes and includes)\n",
+			o.src);
+		lynn_hub_plan_free(plan);
+		return 2;
+	}
 	lynn_progress_bar_init(&bars.hash, "hashing", true, stderr, cmd_progress_enabled());
 	lynn_progress_bar_init(&bars.up, "uploading", true, stderr, cmd_progress_enabled());
 	o.hash_progress = on_hash;

@@ -92,8 +92,8 @@ out:
 }
 
 /* The repo's files at the revision (an unknown revision lists as empty). */
-static int ms_list(struct hub_job *j, struct hub_remote_file **files, size_t *n,
-		   struct lynn_err *err)
+static int ms_list_rev(struct hub_job *j, const char *rev_esc, bool *missing,
+		       struct hub_remote_file **files, size_t *n, struct lynn_err *err)
 {
 	char *url = NULL;
 	struct hub_resp rs = { 0 };
@@ -102,11 +102,15 @@ static int ms_list(struct hub_job *j, struct hub_remote_file **files, size_t *n,
 
 	*files = NULL;
 	*n = 0;
+	if (missing)
+		*missing = false;
 	if (asprintf(&url, "%s/api/v1/models/%s/%s/repo/files?Revision=%s&Recursive=true", j->base,
-		     j->owner, j->name, j->rev_esc) < 0)
+		     j->owner, j->name, rev_esc) < 0)
 		return lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
 	rq.url = url;
 	rc = hub_http(j->c, &rq, &rs, HUB_RETRY_TRANSIENT, err);
+	if (!rc && rs.status == 404 && missing)
+		*missing = true;
 	if (rc || rs.status == 404)
 		goto out;
 	if (rs.status < 200 || rs.status >= 300) {
@@ -120,6 +124,12 @@ out:
 	free(url);
 	hub_resp_release(&rs);
 	return rc;
+}
+
+static int ms_list(struct hub_job *j, struct hub_remote_file **files, size_t *n,
+		   struct lynn_err *err)
+{
+	return ms_list_rev(j, j->rev_esc, NULL, files, n, err);
 }
 
 static const struct hub_remote_file *find_remote(const struct hub_remote_file *v, size_t n,
@@ -329,7 +339,15 @@ int hub_ms_push(struct hub_job *j, struct lynn_err *err)
 	rc = ms_ensure_repo(j, err);
 	if (rc)
 		goto out;
-	rc = ms_list(j, &rf, &nr, err);
+	{
+		/* a new branch starts from the default one (master) */
+		bool missing;
+		rc = ms_list_rev(j, j->rev_esc, &missing, &rf, &nr, err);
+		if (!rc && missing && strcmp(j->rev, "master")) {
+			lynn_log_info("push: revision '%s' is new; comparing with master", j->rev);
+			rc = ms_list_rev(j, "master", NULL, &rf, &nr, err);
+		}
+	}
 	if (rc)
 		goto out;
 	rc = hub_hash_files(j, err);

@@ -616,6 +616,41 @@ bad:
 			 repo ? repo : "");
 }
 
+/* A hub could echo a header back in an error body: never let the token
+ * reach a message. */
+static void redact(char *msg, const char *token)
+{
+	size_t tl = strlen(token);
+	char *p;
+	if (tl < 4)
+		return;
+	while ((p = strstr(msg, token))) {
+		memcpy(p, "***", 3);
+		memmove(p + 3, p + tl, strlen(p + tl) + 1);
+	}
+}
+
+/* The hubs' documented limits, checked before any byte is hashed. */
+static int check_limits(const struct hub_job *j, struct lynn_err *err)
+{
+	if (j->o->hub == LYNN_HUB_MODELSCOPE) {
+		if (j->n > 100000)
+			return lynn_errf(err, -LYNN_EINVAL,
+					 "hub: %zu files; modelscope takes at most 100000 per repo", j->n);
+		return 0;
+	}
+	for (size_t i = 0; i < j->n; i++) {
+		if (j->files[i].size > 50ull * 1000 * 1000 * 1000)
+			return lynn_errf(err, -LYNN_EINVAL,
+					 "hub: '%s' is %llu bytes; huggingface takes at most 50 GB per file",
+					 j->files[i].rpath, (unsigned long long)j->files[i].size);
+		if (j->files[i].size > 20ull * 1000 * 1000 * 1000)
+			lynn_log_warn("push: '%s' is over 20 GB, the size huggingface recommends at most",
+				      j->files[i].rpath);
+	}
+	return 0;
+}
+
 int lynn_hub_push(const struct lynn_hub_opts *o, const struct lynn_hub_plan *pl,
 		  struct lynn_hub_result *res, struct lynn_err *err)
 {
@@ -681,7 +716,11 @@ int lynn_hub_push(const struct lynn_hub_opts *o, const struct lynn_hub_plan *pl,
 		j.files[i].size = pl->v[i].size;
 		j.files[i].ms_lfs = lynn_hub_ms_is_lfs(pl->v[i].rpath, pl->v[i].size);
 	}
-	rc = o->hub == LYNN_HUB_MODELSCOPE ? hub_ms_push(&j, err) : hub_hf_push(&j, err);
+	rc = check_limits(&j, err);
+	if (!rc)
+		rc = o->hub == LYNN_HUB_MODELSCOPE ? hub_ms_push(&j, err) : hub_hf_push(&j, err);
+	if (rc && err)
+		redact(err->msg, o->token);
 out:
 	for (size_t i = 0; j.files && i < j.n; i++)
 		hub_action_release(&j.files[i].act);
