@@ -894,6 +894,14 @@ START_TEST(test_unauthorized)
 	ck_assert_msg(strstr(r.err, "401") && strstr(r.err, "HF_TOKEN"), "%s", r.err);
 	ck_assert(!strstr(r.err, bad_tok) && !strstr(r.out, bad_tok));
 	tu_run_free(&r);
+	/* a hub that echoes the token in an error body: scrubbed */
+	emu_config(&e, "{\"faults\":[{\"path\":\"preupload\",\"status\":400,\"times\":1,"
+		       "\"body\":{\"error\":\"bad request from Bearer " TOKEN "\"}}]}");
+	r = push(&e, "huggingface", "me/x", src, NULL);
+	ck_assert_int_eq(r.status, 3);
+	ck_assert_msg(strstr(r.err, "HTTP 400") && strstr(r.err, "Bearer ***"), "%s", r.err);
+	assert_no_token(&r);
+	tu_run_free(&r);
 	emu_stop(&e);
 	rm_rf(src);
 	free(src);
