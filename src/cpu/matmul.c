@@ -1,0 +1,400 @@
+/* matmul.c - threaded y = W x with BF16/F16/F32 weights (include/lynn/cpu.h).
+ *
+ * Work split: each product is cut into blocks of output rows; all blocks of
+ * all products of one call go through one lynn_pool_run.
+ *
+ * Inside a block, two shapes:
+ *  - few tokens (decode): four weight rows at a time, widened to f32 in
+ *    registers and dotted with each token's x; the weights stream once.
+ *  - many tokens (prefill): four weight rows are widened a column chunk at a
+ *    time into a small f32 tile (stays in L1) that every token's x then
+ *    reuses, two tokens at a time, so each weight byte is read once per call
+ *    however many tokens there are.
+ */
+#include "lynn/cpu.h"
+#include "lynn/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_X86 1
+#include <immintrin.h>
+#else
+#define HAVE_X86 0
+#endif
+
+#define ROWS 4            /* weight rows per micro-tile */
+#define CHUNK 256         /* columns widened per tile (4 x 256 f32 = 4 KiB) */
+#define DECODE_MAX_TOK 3  /* up to this many tokens: in-register path */
+
+/* ===== scalar widening (kernel-local, inlined) ===== */
+
+static inline float bf16_f32(uint16_t h)
+{
+	union { uint32_t u; float f; } v = { .u = (uint32_t)h << 16 };
+	return v.f;
+}
+
+/* IEEE half -> float, exact (subnormals, inf, NaN). */
+static inline float f16_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+	if (exp == 0) {
+		if (man == 0) {
+			bits = sign;
+		} else { /* subnormal: normalise */
+			int e = -1;
+			do { e++; man <<= 1; } while (!(man & 0x400));
+			bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+		}
+	} else if (exp == 31) {
+		bits = sign | 0x7f800000u | (man << 13);
+	} else {
+		bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+	}
+	union { uint32_t u; float f; } v = { .u = bits };
+	return v.f;
+}
+
+static inline void widen(enum lynn_dtype dt, const void *w, int64_t off, int64_t n, float *out)
+{
+	if (dt == LYNN_DTYPE_F32) {
+		memcpy(out, (const float *)w + off, (size_t)n * sizeof(float));
+	} else if (dt == LYNN_DTYPE_BF16) {
+		const uint16_t *p = (const uint16_t *)w + off;
+		for (int64_t i = 0; i < n; i++)
+			out[i] = bf16_f32(p[i]);
+	} else {
+		const uint16_t *p = (const uint16_t *)w + off;
+		for (int64_t i = 0; i < n; i++)
+			out[i] = f16_f32(p[i]);
+	}
+}
+
+void lynn_cpu_row_to_f32(enum lynn_dtype dt, const void *w, int64_t row, int64_t n, float *out)
+{
+	widen(dt, w, row * n, n, out);
+}
+
+bool lynn_cpu_wdtype_ok(enum lynn_dtype dt)
+{
+	return dt == LYNN_DTYPE_F32 || dt == LYNN_DTYPE_BF16 || dt == LYNN_DTYPE_F16;
+}
+
+static inline size_t esize(enum lynn_dtype dt)
+{
+	return dt == LYNN_DTYPE_F32 ? 4 : 2;
+}
+
+/* ===== portable twin ===== */
+
+static void block_portable(const struct lynn_mm *m, int64_t r0, int64_t r1)
+{
+	float tile[ROWS][CHUNK];
+	for (int64_t o = r0; o < r1; o += ROWS) {
+		int nr = (int)LYNN_MIN(ROWS, r1 - o);
+		for (int64_t c0 = 0; c0 < m->n_in; c0 += CHUNK) {
+			int64_t len = LYNN_MIN(CHUNK, m->n_in - c0);
+			for (int r = 0; r < nr; r++)
+				widen(m->wdt, m->w, (o + r) * m->n_in + c0, len, tile[r]);
+			for (int64_t t = 0; t < m->n_tok; t++) {
+				const float *x = m->x + t * m->ldx + c0;
+				float *y = m->y + t * m->ldy + o;
+				for (int r = 0; r < nr; r++) {
+					float s = 0.0f;
+					for (int64_t i = 0; i < len; i++)
+						s += tile[r][i] * x[i];
+					if (c0 == 0 && !m->accumulate)
+						y[r] = s;
+					else
+						y[r] += s;
+				}
+			}
+		}
+	}
+}
+
+/* ===== AVX2 / FMA / F16C ===== */
+#if HAVE_X86
+#define AVX2_FN __attribute__((target("avx2,fma,f16c")))
+
+AVX2_FN static inline __m256 ld_bf16(const uint16_t *p)
+{
+	__m128i h = _mm_loadu_si128((const __m128i *)p);
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+AVX2_FN static inline __m256 ld_f16(const uint16_t *p)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+AVX2_FN static inline float hsum(__m256 v)
+{
+	__m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+	lo = _mm_add_ps(lo, hi);
+	lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+	lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+	return _mm_cvtss_f32(lo);
+}
+
+/* Widen n values (n any) into out. */
+AVX2_FN static void widen_avx2(enum lynn_dtype dt, const void *w, int64_t off, int64_t n, float *out)
+{
+	int64_t i = 0;
+	if (dt == LYNN_DTYPE_BF16) {
+		const uint16_t *p = (const uint16_t *)w + off;
+		for (; i + 8 <= n; i += 8)
+			_mm256_storeu_ps(out + i, ld_bf16(p + i));
+	} else if (dt == LYNN_DTYPE_F16) {
+		const uint16_t *p = (const uint16_t *)w + off;
+		for (; i + 8 <= n; i += 8)
+			_mm256_storeu_ps(out + i, ld_f16(p + i));
+	}
+	if (i < n)
+		widen(dt, w, off + i, n - i, out + i);
+}
+
+/* Decode: dots of up to 4 rows with one x, widening in registers.
+ * DEF_DOT4 instantiates it per weight type (LD loads 8 weights as f32). */
+#define DEF_DOT4(NAME, T, LD)                                                       \
+	AVX2_FN static void NAME(const T *w0, const T *w1, const T *w2, const T *w3,   \
+				 const float *x, int64_t n, float out[4])            \
+	{                                                                           \
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;          \
+		int64_t i = 0;                                                      \
+		for (; i + 8 <= n; i += 8) {                                        \
+			__m256 xv = _mm256_loadu_ps(x + i);                          \
+			a0 = _mm256_fmadd_ps(LD(w0 + i), xv, a0);                   \
+			a1 = _mm256_fmadd_ps(LD(w1 + i), xv, a1);                   \
+			a2 = _mm256_fmadd_ps(LD(w2 + i), xv, a2);                   \
+			a3 = _mm256_fmadd_ps(LD(w3 + i), xv, a3);                   \
+		}                                                                   \
+		out[0] = hsum(a0); out[1] = hsum(a1);                              \
+		out[2] = hsum(a2); out[3] = hsum(a3);                              \
+		(void)i;                                                            \
+	}
+
+#define LD_F32(p) _mm256_loadu_ps(p)
+DEF_DOT4(dot4_bf16, uint16_t, ld_bf16)
+DEF_DOT4(dot4_f16, uint16_t, ld_f16)
+DEF_DOT4(dot4_f32, float, LD_F32)
+
+AVX2_FN static void block_decode_avx2(const struct lynn_mm *m, int64_t r0, int64_t r1)
+{
+	int64_t n = m->n_in, nv = n & ~(int64_t)7;
+	size_t es = esize(m->wdt);
+	const char *wb = m->w;
+	for (int64_t o = r0; o < r1; o += ROWS) {
+		int nr = (int)LYNN_MIN(ROWS, r1 - o);
+		const void *wr[ROWS];
+		for (int r = 0; r < ROWS; r++) /* short tiles repeat the last row */
+			wr[r] = wb + (size_t)((o + LYNN_MIN(r, nr - 1)) * n) * es;
+		for (int64_t t = 0; t < m->n_tok; t++) {
+			const float *x = m->x + t * m->ldx;
+			float *y = m->y + t * m->ldy + o;
+			float s[4];
+			if (m->wdt == LYNN_DTYPE_BF16)
+				dot4_bf16(wr[0], wr[1], wr[2], wr[3], x, nv, s);
+			else if (m->wdt == LYNN_DTYPE_F16)
+				dot4_f16(wr[0], wr[1], wr[2], wr[3], x, nv, s);
+			else
+				dot4_f32(wr[0], wr[1], wr[2], wr[3], x, nv, s);
+			for (int r = 0; r < nr; r++) {
+				if (nv < n) { /* tail */
+					float tl[8];
+					widen(m->wdt, m->w, (o + r) * n + nv, n - nv, tl);
+					for (int64_t i = nv; i < n; i++)
+						s[r] += tl[i - nv] * x[i];
+				}
+				y[r] = m->accumulate ? y[r] + s[r] : s[r];
+			}
+		}
+	}
+}
+
+/* Prefill: widen a 4 x CHUNK tile, then 4 rows x 2 tokens per inner loop. */
+AVX2_FN static void block_prefill_avx2(const struct lynn_mm *m, int64_t r0, int64_t r1)
+{
+	float tile[ROWS][CHUNK] __attribute__((aligned(32)));
+	for (int64_t o = r0; o < r1; o += ROWS) {
+		int nr = (int)LYNN_MIN(ROWS, r1 - o);
+		for (int64_t c0 = 0; c0 < m->n_in; c0 += CHUNK) {
+			int64_t len = LYNN_MIN(CHUNK, m->n_in - c0);
+			int64_t lv = len & ~(int64_t)7;
+			bool first = c0 == 0 && !m->accumulate;
+			for (int r = 0; r < ROWS; r++)
+				widen_avx2(m->wdt, m->w, (o + LYNN_MIN(r, nr - 1)) * m->n_in + c0,
+					   len, tile[r]);
+			int64_t t = 0;
+			for (; t + 2 <= m->n_tok; t += 2) {
+				const float *xa = m->x + t * m->ldx + c0, *xb = xa + m->ldx;
+				__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+				__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+				for (int64_t i = 0; i < lv; i += 8) {
+					__m256 xva = _mm256_loadu_ps(xa + i), xvb = _mm256_loadu_ps(xb + i);
+					__m256 w0 = _mm256_load_ps(tile[0] + i), w1 = _mm256_load_ps(tile[1] + i);
+					__m256 w2 = _mm256_load_ps(tile[2] + i), w3 = _mm256_load_ps(tile[3] + i);
+					a0 = _mm256_fmadd_ps(w0, xva, a0); b0 = _mm256_fmadd_ps(w0, xvb, b0);
+					a1 = _mm256_fmadd_ps(w1, xva, a1); b1 = _mm256_fmadd_ps(w1, xvb, b1);
+					a2 = _mm256_fmadd_ps(w2, xva, a2); b2 = _mm256_fmadd_ps(w2, xvb, b2);
+					a3 = _mm256_fmadd_ps(w3, xva, a3); b3 = _mm256_fmadd_ps(w3, xvb, b3);
+				}
+				float sa[4] = { hsum(a0), hsum(a1), hsum(a2), hsum(a3) };
+				float sb[4] = { hsum(b0), hsum(b1), hsum(b2), hsum(b3) };
+				float *ya = m->y + t * m->ldy + o, *yb = ya + m->ldy;
+				for (int r = 0; r < nr; r++) {
+					for (int64_t i = lv; i < len; i++) {
+						sa[r] += tile[r][i] * xa[i];
+						sb[r] += tile[r][i] * xb[i];
+					}
+					ya[r] = first ? sa[r] : ya[r] + sa[r];
+					yb[r] = first ? sb[r] : yb[r] + sb[r];
+				}
+			}
+			for (; t < m->n_tok; t++) {
+				const float *xa = m->x + t * m->ldx + c0;
+				__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+				for (int64_t i = 0; i < lv; i += 8) {
+					__m256 xva = _mm256_loadu_ps(xa + i);
+					a0 = _mm256_fmadd_ps(_mm256_load_ps(tile[0] + i), xva, a0);
+					a1 = _mm256_fmadd_ps(_mm256_load_ps(tile[1] + i), xva, a1);
+					a2 = _mm256_fmadd_ps(_mm256_load_ps(tile[2] + i), xva, a2);
+					a3 = _mm256_fmadd_ps(_mm256_load_ps(tile[3] + i), xva, a3);
+				}
+				float sa[4] = { hsum(a0), hsum(a1), hsum(a2), hsum(a3) };
+				float *ya = m->y + t * m->ldy + o;
+				for (int r = 0; r < nr; r++) {
+					for (int64_t i = lv; i < len; i++)
+						sa[r] += tile[r][i] * xa[i];
+					ya[r] = first ? sa[r] : ya[r] + sa[r];
+				}
+			}
+		}
+	}
+}
+#endif /* HAVE_X86 */
+
+/* ===== dispatch ===== */
+
+bool lynn_cpu_has(enum lynn_cpu_isa isa)
+{
+	if (isa != LYNN_CPU_AVX2)
+		return true;
+#if HAVE_X86
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+	       __builtin_cpu_supports("f16c");
+#else
+	return false;
+#endif
+}
+
+enum lynn_cpu_isa lynn_cpu_best(void)
+{
+	return lynn_cpu_has(LYNN_CPU_AVX2) ? LYNN_CPU_AVX2 : LYNN_CPU_PORTABLE;
+}
+
+const char *lynn_cpu_isa_name(enum lynn_cpu_isa isa)
+{
+	switch (isa) {
+	case LYNN_CPU_AVX2: return "avx2";
+	case LYNN_CPU_PORTABLE: return "portable";
+	default: return "auto";
+	}
+}
+
+struct task {
+	int job;
+	int64_t r0, r1;
+};
+
+struct run {
+	const struct lynn_mm *mm;
+	const struct task *tasks;
+	enum lynn_cpu_isa isa;
+};
+
+static void run_task(void *ud, int64_t i, int tid)
+{
+	const struct run *rn = ud;
+	const struct task *tk = &rn->tasks[i];
+	const struct lynn_mm *m = &rn->mm[tk->job];
+	(void)tid;
+#if HAVE_X86
+	if (rn->isa == LYNN_CPU_AVX2) {
+		if (m->n_tok <= DECODE_MAX_TOK)
+			block_decode_avx2(m, tk->r0, tk->r1);
+		else
+			block_prefill_avx2(m, tk->r0, tk->r1);
+		return;
+	}
+#endif
+	block_portable(m, tk->r0, tk->r1);
+}
+
+/* Rows per task: about 64 KiB of weights (decode) and a multiple of ROWS,
+ * smaller when a call has too few blocks to feed the pool. */
+static int64_t block_rows(const struct lynn_mm *m, int64_t total_bytes, int n_threads)
+{
+	int64_t row_bytes = m->n_in * (int64_t)esize(m->wdt);
+	int64_t target = 64 * 1024;
+	if (n_threads > 1 && total_bytes / target < 4 * n_threads)
+		target = LYNN_MAX(total_bytes / (4 * n_threads), 4096);
+	int64_t rows = target / LYNN_MAX(row_bytes, 1);
+	rows = LYNN_MAX(ROWS, rows & ~(int64_t)(ROWS - 1));
+	return rows;
+}
+
+void lynn_cpu_matmul_many(struct lynn_pool *pool, const struct lynn_mm *mm, int n,
+			  enum lynn_cpu_isa isa)
+{
+	if (isa == LYNN_CPU_AUTO || !lynn_cpu_has(isa))
+		isa = lynn_cpu_best();
+	int nt = pool ? lynn_pool_size(pool) : 1;
+	int64_t total = 0, n_tasks = 0;
+	for (int j = 0; j < n; j++)
+		if (mm[j].n_tok > 0)
+			total += mm[j].n_out * mm[j].n_in * (int64_t)esize(mm[j].wdt);
+	int64_t rows[n > 0 ? n : 1];
+	for (int j = 0; j < n; j++) {
+		rows[j] = block_rows(&mm[j], total, nt);
+		if (mm[j].n_tok > 0)
+			n_tasks += (mm[j].n_out + rows[j] - 1) / rows[j];
+	}
+	if (n_tasks == 0)
+		return;
+	struct task stack_tasks[256];
+	struct task *tasks = n_tasks <= 256 ? stack_tasks : malloc((size_t)n_tasks * sizeof *tasks);
+	struct run rn = { .mm = mm, .tasks = tasks, .isa = isa };
+	if (!tasks) { /* no memory for the task list: one task per product */
+		for (int j = 0; j < n; j++) {
+			struct task one = { j, 0, mm[j].n_out };
+			struct run r1 = { .mm = mm, .tasks = &one, .isa = isa };
+			if (mm[j].n_tok > 0)
+				run_task(&r1, 0, 0);
+		}
+		return;
+	}
+	int64_t k = 0;
+	for (int j = 0; j < n; j++) {
+		if (mm[j].n_tok <= 0)
+			continue;
+		for (int64_t r = 0; r < mm[j].n_out; r += rows[j]) {
+			tasks[k].job = j;
+			tasks[k].r0 = r;
+			tasks[k].r1 = LYNN_MIN(mm[j].n_out, r + rows[j]);
+			k++;
+		}
+	}
+	lynn_pool_run(pool, n_tasks, run_task, &rn);
+	if (tasks != stack_tasks)
+		free(tasks);
+}
+
+void lynn_cpu_matmul(struct lynn_pool *pool, const struct lynn_mm *mm, enum lynn_cpu_isa isa)
+{
+	lynn_cpu_matmul_many(pool, mm, 1, isa);
+}
