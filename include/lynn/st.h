@@ -71,6 +71,21 @@ const struct lynn_tensor *lynn_st_find(const struct lynn_st_file *f, const char 
 const char *lynn_st_metadata(const struct lynn_st_file *f, const char *key);
 uint64_t lynn_st_header_size(const struct lynn_st_file *f); /* 8 + N */
 uint64_t lynn_st_file_size(const struct lynn_st_file *f);
+/* The path given at open (or the name given to lynn_st_open_mem). */
+const char *lynn_st_path(const struct lynn_st_file *f);
+/* `__metadata__` entries in header order: count, and the i-th key/value. */
+int lynn_st_n_metadata(const struct lynn_st_file *f);
+void lynn_st_metadata_at(const struct lynn_st_file *f, int i, const char **key,
+			 const char **value);
+/* Validate a whole safetensors file held in memory (`data`, `size` bytes;
+ * borrowed: it must outlive the result). `name` names it in errors and in
+ * each tensor's `file`. Same rules as lynn_st_open; used by the fuzzer and
+ * by tests. Caller closes with lynn_st_close. */
+struct lynn_st_file *lynn_st_open_mem(const void *data, uint64_t size, const char *name,
+				      struct lynn_err *err);
+
+/* Header length limit of the reference reader (SPEC §8). */
+#define LYNN_ST_MAX_HEADER 100000000ull
 
 /* ===== checkpoints: a .safetensors path or a model folder ===== */
 struct lynn_ckpt;
@@ -85,6 +100,10 @@ const struct lynn_tensor *lynn_ckpt_find(const struct lynn_ckpt *c, const char *
 int lynn_ckpt_n_files(const struct lynn_ckpt *c);
 const char *lynn_ckpt_file(const struct lynn_ckpt *c, int i);
 const char *lynn_ckpt_dir(const struct lynn_ckpt *c); /* folder holding the weights */
+/* The i-th opened file (borrowed; 0 <= i < lynn_ckpt_n_files). */
+const struct lynn_st_file *lynn_ckpt_st(const struct lynn_ckpt *c, int i);
+/* Path of model.safetensors.index.json when the checkpoint came from one, else NULL. */
+const char *lynn_ckpt_index_path(const struct lynn_ckpt *c);
 
 /* Find a decoder weight by its text-model name ("embed_tokens.weight",
  * "layers.3.mlp.gate.weight", "norm.weight", "lm_head.weight"), trying the
