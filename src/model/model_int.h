@@ -1,4 +1,4 @@
-/* model_int.h - internals of the Qwen3.5-MoE runner shared by src/model/*.c
+/* model_int.h - internals of the Qwen3.5-MoE runner shared by src/model
  * (include/lynn/model.h is the public side). */
 #ifndef LYNN_MODEL_INT_H
 #define LYNN_MODEL_INT_H
