@@ -166,6 +166,44 @@ START_TEST(test_row_to_f32_and_isa)
 }
 END_TEST
 
+/* The delta-rule step: AVX2 and portable against a double reference. */
+START_TEST(test_delta_step)
+{
+	int dk = 16, dv = 24;
+	float S0[16 * 24], k[16], q[16], v[24];
+	for (int i = 0; i < dk * dv; i++)
+		S0[i] = frand();
+	for (int i = 0; i < dk; i++) {
+		k[i] = frand() * 0.25f;
+		q[i] = frand() * 0.25f;
+	}
+	for (int j = 0; j < dv; j++)
+		v[j] = frand();
+	float beta = 0.7f, decay = 0.9f;
+	double S[16 * 24], m[24] = { 0 }, o[24] = { 0 };
+	for (int i = 0; i < dk * dv; i++)
+		S[i] = S0[i] * (double)decay;
+	for (int a = 0; a < dk; a++)
+		for (int j = 0; j < dv; j++)
+			m[j] += S[a * dv + j] * k[a];
+	for (int a = 0; a < dk; a++)
+		for (int j = 0; j < dv; j++) {
+			S[a * dv + j] += k[a] * (v[j] - m[j]) * beta;
+			o[j] += S[a * dv + j] * q[a];
+		}
+	enum lynn_cpu_isa isas[2] = { LYNN_CPU_PORTABLE, LYNN_CPU_AVX2 };
+	for (int t = 0; t < 2; t++) {
+		float Sx[16 * 24], ox[24];
+		memcpy(Sx, S0, sizeof Sx);
+		lynn_cpu_delta_step(Sx, dk, dv, k, q, v, beta, decay, ox, isas[t]);
+		for (int i = 0; i < dk * dv; i++)
+			ck_assert_float_eq_tol(Sx[i], S[i], 1e-5);
+		for (int j = 0; j < dv; j++)
+			ck_assert_float_eq_tol(ox[j], o[j], 1e-5);
+	}
+}
+END_TEST
+
 Suite *cpu_suite(void)
 {
 	Suite *s = suite_create("cpu");
@@ -174,6 +212,7 @@ Suite *cpu_suite(void)
 	tcase_add_loop_test(tc, test_matmul_twins, 0, 2);
 	tcase_add_test(tc, test_matmul_many);
 	tcase_add_test(tc, test_row_to_f32_and_isa);
+	tcase_add_test(tc, test_delta_step);
 	suite_add_tcase(s, tc);
 	return s;
 }

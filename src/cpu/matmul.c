@@ -177,13 +177,57 @@ AVX2_FN static void widen_avx2(enum lynn_dtype dt, const void *w, int64_t off, i
 		(void)i;                                                            \
 	}
 
+/* One row, 32 columns per step over four accumulators: a single
+ * sequential stream per row keeps the hardware prefetcher ahead. */
+#define DEF_DOT1(NAME, T, LD)                                                       \
+	AVX2_FN static float NAME(const T *w, const float *x, int64_t n)            \
+	{                                                                           \
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;          \
+		int64_t i = 0;                                                      \
+		for (; i + 32 <= n; i += 32) {                                      \
+			a0 = _mm256_fmadd_ps(LD(w + i), _mm256_loadu_ps(x + i), a0);           \
+			a1 = _mm256_fmadd_ps(LD(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);   \
+			a2 = _mm256_fmadd_ps(LD(w + i + 16), _mm256_loadu_ps(x + i + 16), a2); \
+			a3 = _mm256_fmadd_ps(LD(w + i + 24), _mm256_loadu_ps(x + i + 24), a3); \
+		}                                                                   \
+		for (; i + 8 <= n; i += 8)                                          \
+			a0 = _mm256_fmadd_ps(LD(w + i), _mm256_loadu_ps(x + i), a0);           \
+		return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))); \
+	}
+
 #define LD_F32(p) _mm256_loadu_ps(p)
+DEF_DOT1(dot1_bf16, uint16_t, ld_bf16)
+DEF_DOT1(dot1_f16, uint16_t, ld_f16)
+DEF_DOT1(dot1_f32, float, LD_F32)
 DEF_DOT4(dot4_bf16, uint16_t, ld_bf16)
 DEF_DOT4(dot4_f16, uint16_t, ld_f16)
 DEF_DOT4(dot4_f32, float, LD_F32)
 
 AVX2_FN static void block_decode_avx2(const struct lynn_mm *m, int64_t r0, int64_t r1)
 {
+	if (m->n_tok == 1) {
+		int64_t n = m->n_in, nv = n & ~(int64_t)7;
+		size_t es = esize(m->wdt);
+		const char *wb = m->w;
+		for (int64_t o = r0; o < r1; o++) {
+			const void *wr = wb + (size_t)(o * n) * es;
+			float s;
+			if (m->wdt == LYNN_DTYPE_BF16)
+				s = dot1_bf16(wr, m->x, nv);
+			else if (m->wdt == LYNN_DTYPE_F16)
+				s = dot1_f16(wr, m->x, nv);
+			else
+				s = dot1_f32(wr, m->x, nv);
+			if (nv < n) {
+				float tl[8];
+				widen(m->wdt, m->w, o * n + nv, n - nv, tl);
+				for (int64_t i = nv; i < n; i++)
+					s += tl[i - nv] * m->x[i];
+			}
+			m->y[o] = m->accumulate ? m->y[o] + s : s;
+		}
+		return;
+	}
 	int64_t n = m->n_in, nv = n & ~(int64_t)7;
 	size_t es = esize(m->wdt);
 	const char *wb = m->w;
@@ -276,6 +320,84 @@ AVX2_FN static void block_prefill_avx2(const struct lynn_mm *m, int64_t r0, int6
 	}
 }
 #endif /* HAVE_X86 */
+
+/* ===== delta rule ===== */
+
+static void delta_portable(float *S, int dk, int dv, const float *k, const float *q, const float *v,
+			   float beta, float decay, float *o)
+{
+	float mv[dv], delta[dv];
+	memset(mv, 0, sizeof mv);
+	for (int a = 0; a < dk; a++) {
+		float *row = S + (int64_t)a * dv;
+		for (int j = 0; j < dv; j++) {
+			row[j] *= decay;
+			mv[j] += row[j] * k[a];
+		}
+	}
+	for (int j = 0; j < dv; j++) {
+		delta[j] = (v[j] - mv[j]) * beta;
+		o[j] = 0.0f;
+	}
+	for (int a = 0; a < dk; a++) {
+		float *row = S + (int64_t)a * dv;
+		for (int j = 0; j < dv; j++) {
+			row[j] += k[a] * delta[j];
+			o[j] += row[j] * q[a];
+		}
+	}
+}
+
+#if HAVE_X86
+/* dv a multiple of 8, at most 256 */
+AVX2_FN static void delta_avx2(float *S, int dk, int dv, const float *k, const float *q,
+			       const float *v, float beta, float decay, float *o)
+{
+	__m256 acc[32];
+	int nb = dv / 8;
+	__m256 dc = _mm256_set1_ps(decay);
+	for (int b = 0; b < nb; b++)
+		acc[b] = _mm256_setzero_ps();
+	for (int a = 0; a < dk; a++) {
+		float *row = S + (int64_t)a * dv;
+		__m256 ka = _mm256_set1_ps(k[a]);
+		for (int b = 0; b < nb; b++) {
+			__m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + 8 * b), dc);
+			_mm256_storeu_ps(row + 8 * b, r);
+			acc[b] = _mm256_fmadd_ps(r, ka, acc[b]);
+		}
+	}
+	__m256 bt = _mm256_set1_ps(beta);
+	for (int b = 0; b < nb; b++) {
+		acc[b] = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + 8 * b), acc[b]), bt);
+		_mm256_storeu_ps(o + 8 * b, _mm256_setzero_ps());
+	}
+	for (int a = 0; a < dk; a++) {
+		float *row = S + (int64_t)a * dv;
+		__m256 ka = _mm256_set1_ps(k[a]), qa = _mm256_set1_ps(q[a]);
+		for (int b = 0; b < nb; b++) {
+			__m256 r = _mm256_fmadd_ps(ka, acc[b], _mm256_loadu_ps(row + 8 * b));
+			_mm256_storeu_ps(row + 8 * b, r);
+			_mm256_storeu_ps(o + 8 * b, _mm256_fmadd_ps(r, qa, _mm256_loadu_ps(o + 8 * b)));
+		}
+	}
+}
+#endif
+
+void lynn_cpu_delta_step(float *S, int dk, int dv, const float *k, const float *q, const float *v,
+			 float beta, float decay, float *o, enum lynn_cpu_isa isa)
+{
+#if HAVE_X86
+	if (isa == LYNN_CPU_AUTO)
+		isa = lynn_cpu_best();
+	if (isa == LYNN_CPU_AVX2 && dv % 8 == 0 && dv <= 256 && lynn_cpu_has(LYNN_CPU_AVX2)) {
+		delta_avx2(S, dk, dv, k, q, v, beta, decay, o);
+		return;
+	}
+#endif
+	(void)isa;
+	delta_portable(S, dk, dv, k, q, v, beta, decay, o);
+}
 
 /* ===== dispatch ===== */
 

@@ -287,7 +287,7 @@ static void delta_task(void *ud, int64_t h, int tid)
 	const struct layer *L = &m->layers[c->li];
 	struct scratch *s = c->s;
 	int dk = m->dk, dv = m->dv, cd = m->conv_dim, kh = (int)h / (m->Hv / m->Hk);
-	float qn[dk], kn[dk], mv[dv], delta[dv];
+	float qn[dk], kn[dk];
 	float eps = (float)m->cfg.rms_eps, qscale = 1.0f / sqrtf((float)dk);
 	(void)tid;
 	for (int64_t i = 0; i < c->n; i++) {
@@ -308,25 +308,8 @@ static void delta_task(void *ud, int64_t h, int tid)
 		float g = L->neg_a[h] * softplusf(s->Av[i * m->Hv + h] + L->dt_bias[h]);
 		float decay = expf(g);
 		float *S = c->seqs[i]->rec[c->li] + h * dk * dv;
-		memset(mv, 0, sizeof mv);
-		for (int a = 0; a < dk; a++) {
-			float *row = S + (int64_t)a * dv;
-			for (int j = 0; j < dv; j++) {
-				row[j] *= decay;
-				mv[j] += row[j] * kn[a];
-			}
-		}
-		for (int j = 0; j < dv; j++)
-			delta[j] = (v[j] - mv[j]) * beta;
 		float *o = s->O2 + i * (int64_t)m->Hv * dv + h * dv;
-		memset(o, 0, (size_t)dv * sizeof *o);
-		for (int a = 0; a < dk; a++) {
-			float *row = S + (int64_t)a * dv;
-			for (int j = 0; j < dv; j++) {
-				row[j] += kn[a] * delta[j];
-				o[j] += row[j] * qn[a];
-			}
-		}
+		lynn_cpu_delta_step(S, dk, dv, kn, qn, v, beta, decay, o, m->isa);
 		/* gated RMSNorm: norm, plain weight, * silu(z) (§3.1) */
 		const float *z = s->Z + i * (int64_t)m->Hv * dv + h * dv;
 		float ss = 0.0f;
