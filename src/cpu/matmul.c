@@ -259,61 +259,122 @@ AVX2_FN static void block_decode_avx2(const struct lynn_mm *m, int64_t r0, int64
 	}
 }
 
-/* Prefill: widen a 4 x CHUNK tile, then 4 rows x 2 tokens per inner loop. */
+/* Prefill: an outer-product micro-kernel. A tile of 16 weight rows x 256
+ * columns is widened and transposed once into tT[col][16] (16 KiB, stays in
+ * L1); then for up to 6 tokens at a time, 12 accumulators hold y[t][o..o+16]
+ * and each column adds tT[col] * x[t][col] (broadcast): no horizontal sums,
+ * 2 tile loads + 6 broadcasts per 12 FMAs. */
+#define OR 16
+#define OC 256
+#define NT_MAX 6
+
+AVX2_FN static inline void transpose8(__m256 r[8])
+{
+	__m256 t[8], u[8];
+	_Pragma("GCC unroll 8")
+	for (int k = 0; k < 4; k++) {
+		t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+		t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+	}
+	_Pragma("GCC unroll 8")
+	for (int k = 0; k < 2; k++) {
+		u[4 * k + 0] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+		u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+		u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+		u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+	}
+	_Pragma("GCC unroll 8")
+	for (int k = 0; k < 4; k++) {
+		r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+		r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+	}
+}
+
+/* Widen rows o..o+nr (zeros past nr) x columns c0..c0+len into tT[len'][16]. */
+AVX2_FN static void pack_tile(const struct lynn_mm *m, int64_t o, int nr, int64_t c0, int64_t len,
+			      float *tT)
+{
+	float rows[8][OC] __attribute__((aligned(32)));
+	int64_t lp = (len + 7) & ~(int64_t)7;
+	for (int half = 0; half < 2; half++) {
+		for (int r = 0; r < 8; r++) {
+			int rr = half * 8 + r;
+			if (rr < nr)
+				widen_avx2(m->wdt, m->w, (o + rr) * m->n_in + c0, len, rows[r]);
+			else
+				memset(rows[r], 0, (size_t)len * sizeof(float));
+			for (int64_t i = len; i < lp; i++)
+				rows[r][i] = 0.0f;
+		}
+		for (int64_t i = 0; i < lp; i += 8) {
+			__m256 v[8];
+			_Pragma("GCC unroll 8")
+			for (int r = 0; r < 8; r++)
+				v[r] = _mm256_load_ps(rows[r] + i);
+			transpose8(v);
+			_Pragma("GCC unroll 8")
+			for (int j = 0; j < 8; j++)
+				_mm256_store_ps(tT + (i + j) * OR + half * 8, v[j]);
+		}
+	}
+}
+
+__attribute__((always_inline)) AVX2_FN static inline void
+micro(const float *tT, int64_t len, const float *x, int64_t ldx, float *y, int64_t ldy, int nr,
+      bool first, const int NT)
+{
+	__m256 a[NT_MAX][2];
+	_Pragma("GCC unroll 6")
+	for (int t = 0; t < NT; t++)
+		a[t][0] = a[t][1] = _mm256_setzero_ps();
+	for (int64_t i = 0; i < len; i++) {
+		__m256 w0 = _mm256_load_ps(tT + i * OR), w1 = _mm256_load_ps(tT + i * OR + 8);
+		_Pragma("GCC unroll 6")
+	for (int t = 0; t < NT; t++) {
+			__m256 xb = _mm256_broadcast_ss(x + t * ldx + i);
+			a[t][0] = _mm256_fmadd_ps(w0, xb, a[t][0]);
+			a[t][1] = _mm256_fmadd_ps(w1, xb, a[t][1]);
+		}
+	}
+	_Pragma("GCC unroll 6")
+	for (int t = 0; t < NT; t++) {
+		float *yt = y + t * ldy;
+		if (nr == OR) {
+			if (!first) {
+				a[t][0] = _mm256_add_ps(a[t][0], _mm256_loadu_ps(yt));
+				a[t][1] = _mm256_add_ps(a[t][1], _mm256_loadu_ps(yt + 8));
+			}
+			_mm256_storeu_ps(yt, a[t][0]);
+			_mm256_storeu_ps(yt + 8, a[t][1]);
+		} else {
+			float buf[OR];
+			_mm256_storeu_ps(buf, a[t][0]);
+			_mm256_storeu_ps(buf + 8, a[t][1]);
+			for (int r = 0; r < nr; r++)
+				yt[r] = first ? buf[r] : yt[r] + buf[r];
+		}
+	}
+}
+
 AVX2_FN static void block_prefill_avx2(const struct lynn_mm *m, int64_t r0, int64_t r1)
 {
-	float tile[ROWS][CHUNK] __attribute__((aligned(32)));
-	for (int64_t o = r0; o < r1; o += ROWS) {
-		int nr = (int)LYNN_MIN(ROWS, r1 - o);
-		for (int64_t c0 = 0; c0 < m->n_in; c0 += CHUNK) {
-			int64_t len = LYNN_MIN(CHUNK, m->n_in - c0);
-			int64_t lv = len & ~(int64_t)7;
+	float tT[OC * OR] __attribute__((aligned(32)));
+	for (int64_t o = r0; o < r1; o += OR) {
+		int nr = (int)LYNN_MIN(OR, r1 - o);
+		for (int64_t c0 = 0; c0 < m->n_in; c0 += OC) {
+			int64_t len = LYNN_MIN(OC, m->n_in - c0);
 			bool first = c0 == 0 && !m->accumulate;
-			for (int r = 0; r < ROWS; r++)
-				widen_avx2(m->wdt, m->w, (o + LYNN_MIN(r, nr - 1)) * m->n_in + c0,
-					   len, tile[r]);
-			int64_t t = 0;
-			for (; t + 2 <= m->n_tok; t += 2) {
-				const float *xa = m->x + t * m->ldx + c0, *xb = xa + m->ldx;
-				__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-				__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-				for (int64_t i = 0; i < lv; i += 8) {
-					__m256 xva = _mm256_loadu_ps(xa + i), xvb = _mm256_loadu_ps(xb + i);
-					__m256 w0 = _mm256_load_ps(tile[0] + i), w1 = _mm256_load_ps(tile[1] + i);
-					__m256 w2 = _mm256_load_ps(tile[2] + i), w3 = _mm256_load_ps(tile[3] + i);
-					a0 = _mm256_fmadd_ps(w0, xva, a0); b0 = _mm256_fmadd_ps(w0, xvb, b0);
-					a1 = _mm256_fmadd_ps(w1, xva, a1); b1 = _mm256_fmadd_ps(w1, xvb, b1);
-					a2 = _mm256_fmadd_ps(w2, xva, a2); b2 = _mm256_fmadd_ps(w2, xvb, b2);
-					a3 = _mm256_fmadd_ps(w3, xva, a3); b3 = _mm256_fmadd_ps(w3, xvb, b3);
-				}
-				float sa[4] = { hsum(a0), hsum(a1), hsum(a2), hsum(a3) };
-				float sb[4] = { hsum(b0), hsum(b1), hsum(b2), hsum(b3) };
-				float *ya = m->y + t * m->ldy + o, *yb = ya + m->ldy;
-				for (int r = 0; r < nr; r++) {
-					for (int64_t i = lv; i < len; i++) {
-						sa[r] += tile[r][i] * xa[i];
-						sb[r] += tile[r][i] * xb[i];
-					}
-					ya[r] = first ? sa[r] : ya[r] + sa[r];
-					yb[r] = first ? sb[r] : yb[r] + sb[r];
-				}
-			}
-			for (; t < m->n_tok; t++) {
-				const float *xa = m->x + t * m->ldx + c0;
-				__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-				for (int64_t i = 0; i < lv; i += 8) {
-					__m256 xva = _mm256_loadu_ps(xa + i);
-					a0 = _mm256_fmadd_ps(_mm256_load_ps(tile[0] + i), xva, a0);
-					a1 = _mm256_fmadd_ps(_mm256_load_ps(tile[1] + i), xva, a1);
-					a2 = _mm256_fmadd_ps(_mm256_load_ps(tile[2] + i), xva, a2);
-					a3 = _mm256_fmadd_ps(_mm256_load_ps(tile[3] + i), xva, a3);
-				}
-				float sa[4] = { hsum(a0), hsum(a1), hsum(a2), hsum(a3) };
-				float *ya = m->y + t * m->ldy + o;
-				for (int r = 0; r < nr; r++) {
-					for (int64_t i = lv; i < len; i++)
-						sa[r] += tile[r][i] * xa[i];
-					ya[r] = first ? sa[r] : ya[r] + sa[r];
+			pack_tile(m, o, nr, c0, len, tT);
+			for (int64_t t = 0; t < m->n_tok; t += NT_MAX) {
+				const float *x = m->x + t * m->ldx + c0;
+				float *y = m->y + t * m->ldy + o;
+				switch (LYNN_MIN(NT_MAX, m->n_tok - t)) {
+				case 6: micro(tT, len, x, m->ldx, y, m->ldy, nr, first, 6); break;
+				case 5: micro(tT, len, x, m->ldx, y, m->ldy, nr, first, 5); break;
+				case 4: micro(tT, len, x, m->ldx, y, m->ldy, nr, first, 4); break;
+				case 3: micro(tT, len, x, m->ldx, y, m->ldy, nr, first, 3); break;
+				case 2: micro(tT, len, x, m->ldx, y, m->ldy, nr, first, 2); break;
+				default: micro(tT, len, x, m->ldx, y, m->ldy, nr, first, 1); break;
 				}
 			}
 		}
@@ -466,7 +527,7 @@ static int64_t block_rows(const struct lynn_mm *m, int64_t total_bytes, int n_th
 	if (n_threads > 1 && total_bytes / target < 4 * n_threads)
 		target = LYNN_MAX(total_bytes / (4 * n_threads), 4096);
 	int64_t rows = target / LYNN_MAX(row_bytes, 1);
-	rows = LYNN_MAX(ROWS, rows & ~(int64_t)(ROWS - 1));
+	rows = LYNN_MAX(16, rows & ~(int64_t)15); /* whole prefill tiles */
 	return rows;
 }
 
