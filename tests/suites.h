@@ -1,4 +1,5 @@
 /* One line per module suite; check_<module>.c defines <module>_suite(). */
 LYNN_SUITE(core)
+LYNN_SUITE(lora)
 LYNN_SUITE(cpu)
 LYNN_SUITE(model)

@@ -111,6 +111,29 @@ const char *lynn_ckpt_index_path(const struct lynn_ckpt *c);
  * the top level and "model.". NULL when absent. */
 const struct lynn_tensor *lynn_ckpt_find_decoder(const struct lynn_ckpt *c, const char *name);
 
+/* ===== what a checkpoint holds (SPEC §2 `lynn inspect`, §8) ===== */
+/* Is `name` a quantization scale rather than a parameter? Suffixes
+ * weight_scale, weight_scale_2, weight_scale_inv, weight_global_scale,
+ * input_scale, input_global_scale, weight_zero_point, k_scale, v_scale (after
+ * '.' or '_', so fused "gate_up_proj_weight_scale" counts too). */
+bool lynn_tensor_is_scale(const char *name);
+/* Is `name` a routed-expert weight of a MoE block (".experts." in the name,
+ * per-expert or fused 3-D; the shared expert is not)? */
+bool lynn_tensor_is_routed_expert(const char *name);
+/* Logical parameters in t: 0 for a scale; two per byte for packed 4-bit U8
+ * weights (a name ending "_packed", or a U8 "weight" with an F8_E4M3
+ * "weight_scale" sibling as ModelOpt writes); else the element count. */
+int64_t lynn_ckpt_tensor_params(const struct lynn_ckpt *c, const struct lynn_tensor *t);
+
+enum lynn_quant_flags {
+	LYNN_QUANT_NVFP4_CT = 1 << 0,       /* weight_packed + weight_scale + weight_global_scale */
+	LYNN_QUANT_NVFP4_MODELOPT = 1 << 1, /* U8 weight + F8 weight_scale + weight_scale_2 */
+	LYNN_QUANT_FP8 = 1 << 2,            /* F8_E4M3 weight + weight_scale_inv (or weight_scale) */
+};
+/* The quantized-linear formats present (a mix of flags, 0 for none); with
+ * counts[3] non-NULL, the number of quantized weights of each, in flag order. */
+unsigned lynn_ckpt_quant_formats(const struct lynn_ckpt *c, int64_t counts[3]);
+
 /* ===== streaming writer ===== */
 /* Writes `<dir>/model.safetensors`, or with more than one shard
  * `<dir>/model-0000k-of-0000n.safetensors` plus model.safetensors.index.json
