@@ -20,12 +20,9 @@
 static const struct lynn_cmd cmds[] = {
 	{ "help", cmd_help, "show usage of lynn or of one command" },
 	{ "version", cmd_version, "print version and build flags" },
-<<<<<<< HEAD
+	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
 	{ "logits", cmd_logits, "write a model's logits for token ids (parity tool)" },
 	{ "generate", cmd_generate, "generate text or token ids from a model" },
-=======
-	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
->>>>>>> main
 };
 
 static const struct lynn_cmd *find_cmd(const char *name)
