@@ -14,6 +14,7 @@
 
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/lora.h"
 #include "lynn/model.h"
 #include "lynn/sample.h"
 #include "lynn/st.h"
@@ -429,6 +430,42 @@ START_TEST(test_lora_hook)
 }
 END_TEST
 
+/* The PEFT adapter of tests/fixtures/lora-tiny (trained on the text-only
+ * model), unmerged: logits with it on and off equal peft's, on the text-only
+ * base and on the multimodal bf16 base (same weights), toggled in place. */
+START_TEST(test_lora_matches_peft)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_st_file *lf = lynn_st_open(FIXTURES "/lora_logits.safetensors", &err);
+	ck_assert_msg(lf != NULL, "%s", err.msg);
+	struct lynn_model *m = open_model(_i ? models[0] : models[2], LYNN_CPU_AUTO, 2);
+	struct lynn_lora *lora = lynn_model_lora_load(m, FIXTURES "/lora-tiny", &err);
+	ck_assert_msg(lora != NULL, "%s", err.msg);
+	ck_assert_int_gt(lynn_model_lora_count(m), 0);
+	int64_t V = lynn_model_n_vocab(m);
+	for (size_t k = 0; k < 4; k++) {
+		char key[64];
+		snprintf(key, sizeof key, "ids.%s", seqnames[k]);
+		const struct lynn_tensor *ids = lynn_st_find(lf, key);
+		int64_t T = ids->n_elems;
+		float *out = malloc((size_t)(T * V) * sizeof(float));
+		struct lynn_seq *s = lynn_seq_create(m, &err);
+		for (int on = 1; on >= 0; on--) {
+			lynn_model_lora_enable(m, on);
+			lynn_seq_reset(s);
+			ck_assert_int_eq(lynn_model_prefill(m, s, ids->data, T, true, out, &err), 0);
+			snprintf(key, sizeof key, "logits_%s.%s", on ? "on" : "off", seqnames[k]);
+			compare_logits(out, lynn_st_find(lf, key)->data, T, V, key);
+		}
+		lynn_seq_free(s);
+		free(out);
+	}
+	lynn_model_close(m);
+	lynn_lora_free(lora);
+	lynn_st_close(lf);
+}
+END_TEST
+
 /* ===== commands ===== */
 
 START_TEST(test_cli_logits_generate)
@@ -460,6 +497,18 @@ START_TEST(test_cli_logits_generate)
 	ck_assert_int_eq(t->shape[0], 1);
 	compare_logits(t->data, want + 2 * 513, 1, 513, "cli --last");
 	lynn_st_close(f);
+	/* --adapter: peft's logits with the adapter on */
+	snprintf(args, sizeof args, "logits --model %s/qwen35moe-tiny-text-f32 --adapter %s/lora-tiny "
+		 "--ids '481 385 261' --out '%s' -q", FIXTURES, FIXTURES, out);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	tu_run_free(&r);
+	struct lynn_st_file *lf = lynn_st_open(FIXTURES "/lora_logits.safetensors", &err);
+	f = lynn_st_open(out, &err);
+	compare_logits(lynn_st_find(f, "logits")->data, lynn_st_find(lf, "logits_on.chat")->data, 3, 513,
+		       "cli --adapter");
+	lynn_st_close(f);
+	lynn_st_close(lf);
 	/* generate: the HF greedy continuation of "one" (no eos in it) */
 	snprintf(args, sizeof args, "generate --model %s/qwen35moe-tiny-text-f32 --ids 481 --print-ids "
 		 "--max-tokens 24", FIXTURES);
@@ -488,6 +537,8 @@ START_TEST(test_cli_logits_generate)
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --top-p 0", "top_p" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --threads 0", "--threads" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --bogus", "" },
+		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --adapter /nonexistent",
+		  "nonexistent" },
 	};
 	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
 		r = tu_lynn(bad[k].args, NULL, NULL);
@@ -516,6 +567,7 @@ Suite *model_suite(void)
 	tcase_add_test(tc, test_missing_expert_refused);
 	tcase_add_test(tc, test_sampler);
 	tcase_add_test(tc, test_lora_hook);
+	tcase_add_loop_test(tc, test_lora_matches_peft, 0, 2);
 	tcase_add_test(tc, test_cli_logits_generate);
 	suite_add_tcase(s, tc);
 	return s;

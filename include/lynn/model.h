@@ -97,6 +97,19 @@ struct lynn_lora_ref {
  * no such linear, -LYNN_EINVAL if rank/dtype do not fit. Adapters start enabled. */
 int lynn_model_lora_set(struct lynn_model *m, const char *name, const struct lynn_lora_ref *lora,
 			struct lynn_err *err);
+/* Attach every module of a PEFT adapter (include/lynn/lora.h) already bound
+ * with lynn_lora_bind to this model's checkpoint (lynn_model_ckpt). The
+ * adapter's tensors are borrowed: free the adapter after the model, or
+ * after lynn_model_lora_clear. Errors name the module: -LYNN_ENOTFOUND (no
+ * such linear in the runner, e.g. an embedding), -LYNN_EUNSUPPORTED (A and B
+ * of different or unsupported dtypes). */
+struct lynn_lora;
+int lynn_model_lora_attach(struct lynn_model *m, const struct lynn_lora *lora, struct lynn_err *err);
+/* Open the PEFT adapter folder `dir`, bind it to this model's checkpoint and
+ * attach it (enabled). Returns the adapter, which the caller frees with
+ * lynn_lora_free after closing the model; NULL with err set (the errors of
+ * lynn_lora_open / lynn_lora_bind / lynn_model_lora_attach). */
+struct lynn_lora *lynn_model_lora_load(struct lynn_model *m, const char *dir, struct lynn_err *err);
 /* Turn every attached adapter on or off (the base model when off). */
 void lynn_model_lora_enable(struct lynn_model *m, bool on);
 /* Detach every adapter. */

@@ -9,6 +9,7 @@
 
 #include "cmd.h"
 #include "lynn/log.h"
+#include "lynn/lora.h"
 #include "lynn/model.h"
 #include "lynn/sample.h"
 #include "lynn/util.h"
@@ -32,6 +33,7 @@ static void usage(FILE *f)
 		"  --top-k K, --top-p P, --min-p M, --seed S   sampling (seed default 0)\n"
 		"  --think            enable_thinking=true in the chat template\n"
 		"  --raw              no chat template\n"
+		"  --adapter DIR      apply a PEFT LoRA adapter (unmerged)\n"
 		"  --threads N        worker threads (default: all cores)\n");
 }
 
@@ -99,6 +101,7 @@ int cmd_generate(int argc, char **argv)
 	struct lynn_err err = { 0 };
 	struct lynn_model *m = NULL;
 	struct lynn_seq *seq = NULL;
+	struct lynn_lora *lora = NULL;
 	struct lynn_sampler *smp = NULL;
 	int32_t *ids = NULL;
 	size_t n_ids = 0;
@@ -163,8 +166,6 @@ int cmd_generate(int argc, char **argv)
 		return cmd_usage_error("generate", "--model is required");
 	if (!!prompt + !!messages + !!ids_s != 1)
 		return cmd_usage_error("generate", "give exactly one of --prompt, --messages, --ids");
-	if (adapter)
-		return cmd_usage_error("generate", "--adapter: LoRA adapters are not supported yet");
 	if (!ids_s) {
 		lynn_errf(&err, -LYNN_EUNSUPPORTED,
 			  "generate: text prompts need the tokenizer, not in this build; use --ids");
@@ -186,7 +187,8 @@ int cmd_generate(int argc, char **argv)
 	struct lynn_model_opts mo = { .n_threads = (int)threads };
 	double t0 = now_s();
 	m = lynn_model_open(model, &mo, &err);
-	if (!m || !(seq = lynn_seq_create(m, &err)) ||
+	if (!m || (adapter && !(lora = lynn_model_lora_load(m, adapter, &err))) ||
+	    !(seq = lynn_seq_create(m, &err)) ||
 	    !(smp = lynn_sampler_create(&sp, lynn_model_n_vocab(m), &err))) {
 		status = cmd_fail(&err);
 		goto out;
@@ -232,5 +234,6 @@ out:
 	lynn_sampler_free(smp);
 	lynn_seq_free(seq);
 	lynn_model_close(m);
+	lynn_lora_free(lora);
 	return status;
 }

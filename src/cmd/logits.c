@@ -11,6 +11,7 @@
 #include "cmd.h"
 #include "lynn/fs.h"
 #include "lynn/log.h"
+#include "lynn/lora.h"
 #include "lynn/model.h"
 #include "lynn/st.h"
 #include "lynn/util.h"
@@ -25,7 +26,7 @@ static void usage(FILE *f)
 		   "  --ids \"1 2 3\"    token ids, separated by spaces or commas\n"
 		   "  --out FILE       output .safetensors (written atomically)\n"
 		   "  --last           only the last position's logits\n"
-		   "  --adapter DIR    PEFT LoRA adapter (not supported yet)\n"
+		   "  --adapter DIR    apply a PEFT LoRA adapter (unmerged)\n"
 		   "  --threads N      worker threads (default: all cores)\n");
 }
 
@@ -102,6 +103,7 @@ int cmd_logits(int argc, char **argv)
 	struct lynn_err err = { 0 };
 	struct lynn_model *m = NULL;
 	struct lynn_seq *seq = NULL;
+	struct lynn_lora *lora = NULL;
 	int32_t *ids = NULL;
 	size_t n_ids = 0;
 	float *logits = NULL;
@@ -132,8 +134,6 @@ int cmd_logits(int argc, char **argv)
 		return cmd_usage_error("logits", "unexpected argument '%s'", argv[optind]);
 	if (!model || !ids_s || !out)
 		return cmd_usage_error("logits", "--model, --ids and --out are required");
-	if (adapter)
-		return cmd_usage_error("logits", "--adapter: LoRA adapters are not supported yet");
 	if (lynn_parse_ids(ids_s, &ids, &n_ids, &err)) {
 		status = cmd_fail(&err);
 		goto out;
@@ -144,7 +144,8 @@ int cmd_logits(int argc, char **argv)
 	}
 	struct lynn_model_opts mo = { .n_threads = threads };
 	m = lynn_model_open(model, &mo, &err);
-	if (!m || !(seq = lynn_seq_create(m, &err))) {
+	if (!m || (adapter && !(lora = lynn_model_lora_load(m, adapter, &err))) ||
+	    !(seq = lynn_seq_create(m, &err))) {
 		status = cmd_fail(&err);
 		goto out;
 	}
@@ -167,5 +168,6 @@ out:
 	free(ids);
 	lynn_seq_free(seq);
 	lynn_model_close(m);
+	lynn_lora_free(lora);
 	return status;
 }

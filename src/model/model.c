@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lynn/lora.h"
 #include "lynn/util.h"
 #include "model_int.h"
 
@@ -446,6 +447,44 @@ int lynn_model_lora_set(struct lynn_model *m, const char *name, const struct lyn
 	l->lora = *lora;
 	l->has_lora = true;
 	return 0;
+}
+
+int lynn_model_lora_attach(struct lynn_model *m, const struct lynn_lora *lora, struct lynn_err *err)
+{
+	for (int i = 0; i < lynn_lora_n_modules(lora); i++) {
+		const struct lynn_lora_module *md = lynn_lora_module(lora, i);
+		struct lin *l = lin_by_name(m, md->decoder_name);
+		if (!l)
+			return lynn_errf(err, -LYNN_ENOTFOUND, "model: adapter module '%s' ('%s') is not a "
+					 "linear of the runner", md->module, md->decoder_name);
+		if (md->a->dtype != md->b->dtype || !lynn_cpu_wdtype_ok(md->a->dtype))
+			return lynn_errf(err, -LYNN_EUNSUPPORTED, "model: adapter module '%s': lora_A %s and "
+					 "lora_B %s (same dtype, bf16/f16/f32 needed)", md->module,
+					 lynn_dtype_name(md->a->dtype), lynn_dtype_name(md->b->dtype));
+		if (md->in != l->n_in || md->out != l->n_out || md->r <= 0)
+			return lynn_errf(err, -LYNN_EFORMAT, "model: adapter module '%s': %lldx%lld does not "
+					 "fit '%s' %lldx%lld", md->module, (long long)md->out, (long long)md->in,
+					 md->decoder_name, (long long)l->n_out, (long long)l->n_in);
+		struct lynn_lora_ref ref = { md->a->dtype, md->a->data, md->b->data, md->r, md->scale };
+		int rc = lynn_model_lora_set(m, md->decoder_name, &ref, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+struct lynn_lora *lynn_model_lora_load(struct lynn_model *m, const char *dir, struct lynn_err *err)
+{
+	struct lynn_lora *l = lynn_lora_open(dir, err);
+	if (!l)
+		return NULL;
+	if (lynn_lora_bind(l, m->ckpt, err) || lynn_model_lora_attach(m, l, err)) {
+		lynn_model_lora_clear(m);
+		lynn_lora_free(l);
+		return NULL;
+	}
+	lynn_model_lora_enable(m, true);
+	return l;
 }
 
 void lynn_model_lora_enable(struct lynn_model *m, bool on) { m->lora_on = on; }
