@@ -2,3 +2,5 @@
 LYNN_SUITE(core)
 LYNN_SUITE(lora)
 LYNN_SUITE(hub)
+LYNN_SUITE(cpu)
+LYNN_SUITE(model)
