@@ -206,6 +206,27 @@ START_TEST(test_rouge_stem_corpus_pairs)
 }
 END_TEST
 
+START_TEST(test_porter_nltk)
+{
+	/* NLTK PorterStemmer().stem over roots × suffixes (gen_score_fixtures.py) */
+	size_t len, n = 0;
+	char *text = tu_read(SCORE_FIX "/porter.tsv", &len), *line, *save = NULL;
+	ck_assert_ptr_nonnull(text);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *tab = strchr(line, '\t'), out[300];
+		int k;
+		ck_assert_ptr_nonnull(tab);
+		*tab = 0;
+		k = lynn_porter_stem(line, strlen(line), out, sizeof out);
+		ck_assert_int_ge(k, 0);
+		ck_assert_msg(!strcmp(out, tab + 1), "stem(%s) = %s, NLTK %s", line, out, tab + 1);
+		n++;
+	}
+	ck_assert_uint_ge(n, 5000);
+	free(text);
+}
+END_TEST
+
 START_TEST(test_rouge_tokens_spec6)
 {
 	/* SPEC §6: non-Latin letters are single tokens; Latin with diacritics,
@@ -457,6 +478,7 @@ Suite *score_suite(void)
 	tc = tcase_create("units");
 	tcase_add_test(tc, test_chrf_known);
 	tcase_add_test(tc, test_rouge_tokens_spec6);
+	tcase_add_test(tc, test_porter_nltk);
 	tcase_add_test(tc, test_composite);
 	tcase_add_test(tc, test_style_cliches_configurable);
 	suite_add_tcase(s, tc);

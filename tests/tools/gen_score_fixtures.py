@@ -36,6 +36,35 @@ from rouge import rouge_scorer  # noqa: E402
 import four_gate_eval as fge  # noqa: E402
 
 
+def porter_words(path):
+    """NLTK PorterStemmer().stem over roots × suffixes (the rouge-score stemmer)."""
+    from nltk.stem import porter
+    st = porter.PorterStemmer()
+    roots = ["relat", "condit", "valen", "hesit", "digit", "conform", "radic", "differ", "vil",
+             "analog", "vietnam", "predic", "oper", "feud", "decis", "hope", "call", "form",
+             "sensit", "sensib", "tripl", "electr", "good", "reviv", "allow", "infer", "airlin",
+             "gyroscop", "adjust", "defens", "irrit", "replac", "depend", "adopt", "homolog",
+             "commun", "activ", "angular", "effect", "bowdler", "prob", "ceas", "controll", "roll",
+             "cares", "pon", "ti", "caress", "cat", "fe", "agre", "plaster", "bl", "motor", "s",
+             "conflat", "troubl", "siz", "hop", "tann", "fall", "hiss", "fizz", "fail", "fil",
+             "happ", "sk", "d", "l", "t", "new", "inn", "out", "cann", "how", "proce", "exce",
+             "succe", "general", "ration", "log", "geolog", "ful", "y", "spy", "enjoy", "toy",
+             "syzyg", "tr", "ee", "tree", "oat", "iv", "orrer", "privat", "oaten", "x1", "abc9"]
+    sufs = ["", "s", "es", "ies", "ied", "ed", "ing", "eed", "y", "ly", "ally", "ational",
+            "tional", "enci", "anci", "izer", "abli", "bli", "alli", "entli", "eli", "ousli",
+            "ization", "ation", "ator", "alism", "iveness", "fulness", "ousness", "aliti",
+            "iviti", "biliti", "fulli", "logi", "icate", "ative", "alize", "iciti", "ical", "ful",
+            "ness", "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment",
+            "ent", "sion", "tion", "ion", "ou", "ism", "ate", "iti", "ous", "ive", "ize", "e",
+            "ll", "sses", "ss", "ings", "ating", "izing", "ened", "ers", "ities"]
+    words = sorted({r + s for r in roots for s in sufs if len(r + s) > 3} |
+                   {"sky", "skies", "dying", "lying", "tying", "news", "innings", "outings",
+                    "cannings", "howe", "proceed", "exceed", "succeed", "ies", "ied", "skying"})
+    with open(path, "w") as f:
+        for w in words:
+            f.write(f"{w}\t{st.stem(w)}\n")
+
+
 def main():
     pairs = [json.loads(l) for l in open(HERE / "corpus.jsonl", encoding="utf-8")]
     chrf = CHRF()
@@ -71,6 +100,7 @@ def main():
               "chrfpp": chrfpp.corpus_score(hyps, refs).score,
               "n": len(pairs)}
     (HERE / "expected_corpus.json").write_text(json.dumps(corpus, indent=1) + "\n")
+    porter_words(HERE / "porter.tsv")
     print(f"wrote expectations for {len(out)} pairs", file=sys.stderr)
 
 
