@@ -360,6 +360,114 @@ START_TEST(test_style_cliches_configurable)
 }
 END_TEST
 
+START_TEST(test_tool_calls_toolkit)
+{
+	/* four_gate_eval.score_tool_call on 400 generated outputs */
+	size_t n;
+	cJSON **c = load_jsonl(SCORE_FIX "/tools.jsonl", &n);
+	ck_assert_uint_ge(n, 400);
+	for (size_t i = 0; i < n; i++) {
+		const char *o = cJSON_GetObjectItem(c[i], "output")->valuestring;
+		const cJSON *e = cJSON_GetObjectItem(c[i], "expected"), *r = cJSON_GetObjectItem(c[i], "result");
+		struct lynn_tool_result t;
+		ck_assert_int_eq(lynn_grade_tool_call(o, strlen(o),
+						      cJSON_GetObjectItem(e, "tool_name")->valuestring,
+						      cJSON_GetObjectItem(e, "param_hints"), &t, NULL), 0);
+		ck_assert_msg(t.pass == cJSON_IsTrue(cJSON_GetObjectItem(r, "pass")), "case %zu pass", i);
+		ck_assert_msg(!strcmp(lynn_tool_via_name(t.via),
+				      cJSON_GetObjectItem(r, "via")->valuestring), "case %zu via %s", i,
+			      lynn_tool_via_name(t.via));
+		ck_assert_msg(t.n_calls == (int)num(r, "n_calls"), "case %zu calls %d", i, t.n_calls);
+		if (t.via == LYNN_TOOL_VIA_SUBSTRING) {
+			ck_assert(t.has_name == cJSON_IsTrue(cJSON_GetObjectItem(r, "has_name")));
+			ck_assert(t.has_param == cJSON_IsTrue(cJSON_GetObjectItem(r, "has_param")));
+		}
+		cJSON_Delete(c[i]);
+	}
+	free(c);
+}
+END_TEST
+
+START_TEST(test_tool_calls_xml)
+{
+	/* SPEC §5: the Qwen3.5 XML form counts as a structured call */
+	const char *o = "<tool_call>\n<function=get_weather>\n<parameter=city>\nBeijing\n</parameter>\n"
+			"<parameter=unit>\nC\n</parameter>\n</function>\n</tool_call>";
+	struct lynn_tool_result t;
+	cJSON *calls = lynn_tool_calls_extract(o, strlen(o), NULL), *args;
+	ck_assert_int_eq(cJSON_GetArraySize(calls), 1);
+	ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "name")->valuestring,
+			 "get_weather");
+	args = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "arguments");
+	ck_assert_str_eq(cJSON_GetObjectItem(args, "city")->valuestring, "Beijing");
+	ck_assert_str_eq(cJSON_GetObjectItem(args, "unit")->valuestring, "C");
+	cJSON_Delete(calls);
+	ck_assert_int_eq(lynn_grade_tool_call(o, strlen(o), "get_weather", NULL, &t, NULL), 0);
+	ck_assert(t.pass && t.via == LYNN_TOOL_VIA_STRUCTURED);
+	ck_assert_int_eq(lynn_grade_tool_call(o, strlen(o), "web_search", NULL, &t, NULL), 0);
+	ck_assert(!t.pass && t.via == LYNN_TOOL_VIA_STRUCTURED_MISMATCH);
+}
+END_TEST
+
+START_TEST(test_gold_toolkit)
+{
+	/* four_gate_eval.score_string_match on generated outputs */
+	size_t n;
+	cJSON **c = load_jsonl(SCORE_FIX "/gold.jsonl", &n);
+	struct lynn_err err = { 0 };
+	bool pass;
+	ck_assert_uint_ge(n, 250);
+	for (size_t i = 0; i < n; i++) {
+		const char *o = cJSON_GetObjectItem(c[i], "output")->valuestring;
+		const cJSON *v = cJSON_GetObjectItem(c[i], "verifier");
+		ck_assert_int_eq(lynn_grade_gold(o, strlen(o), cJSON_GetObjectItem(c[i], "gold")->valuestring,
+						 cJSON_IsString(v) ? v->valuestring : NULL, &pass, NULL), 0);
+		ck_assert_msg(pass == cJSON_IsTrue(cJSON_GetObjectItem(c[i], "pass")), "case %zu", i);
+		cJSON_Delete(c[i]);
+	}
+	free(c);
+	ck_assert_int_eq(lynn_grade_gold("x", 1, "([", "regex", &pass, &err), -LYNN_EFORMAT);
+	ck_assert(strstr(err.msg, "'(['") != NULL);
+}
+END_TEST
+
+START_TEST(test_daily_grader)
+{
+	/* lynn's own definition (docs/grading.md), case by case */
+	static const struct { const char *in, *want; } norm[] = {
+		{ "The answer is $\\boxed{\\frac{1}{2}}$.", "the answer is 1/2 ." },
+		{ "\\text{Total}: 1,234,567 and 2.500", "total: 1234567 and 2.5" },
+		{ "3.000 kg, 10.", "3 kg, 10." },
+		{ "  \\dfrac{a+1}{b}  ", "a+1/b" },
+		{ "12,34 stays", "12,34 stays" },
+		{ "\\left( x \\right)", "( x )" },
+	};
+	static const struct { const char *ans, *gold; bool pass; enum lynn_daily_via via; } g[] = {
+		{ "So the result is \\boxed{42}.", "42", true, LYNN_DAILY_EXACT },
+		{ "The total is 1,200 dollars", "1200", true, LYNN_DAILY_EXACT },
+		{ "x = 0.50", "0.5", true, LYNN_DAILY_EXACT },
+		{ "We get 142 apples", "42", false, LYNN_DAILY_FAIL },
+		{ "It is 10.5", "5", false, LYNN_DAILY_FAIL },
+		{ "Paris is the capital of France", "paris, france", true, LYNN_DAILY_TOKENS },
+		{ "The capital: Paris", "Paris France", false, LYNN_DAILY_FAIL },
+		{ "a b c d", "a b c x", true, LYNN_DAILY_TOKENS },
+		{ "北京是首都", "北京", true, LYNN_DAILY_EXACT },
+		{ "answer 1/2", "\\frac{1}{2}", true, LYNN_DAILY_EXACT },
+	};
+	for (size_t i = 0; i < sizeof norm / sizeof *norm; i++) {
+		char *s = lynn_daily_normalize(norm[i].in, strlen(norm[i].in), NULL);
+		ck_assert_msg(!strcmp(s, norm[i].want), "normalize(%s) = '%s'", norm[i].in, s);
+		free(s);
+	}
+	for (size_t i = 0; i < sizeof g / sizeof *g; i++) {
+		struct lynn_daily_result r;
+		ck_assert_int_eq(lynn_grade_daily(g[i].ans, strlen(g[i].ans), g[i].gold, &r, NULL), 0);
+		ck_assert_msg(r.pass == g[i].pass && r.via == g[i].via, "case %zu: pass %d via %d", i,
+			      r.pass, r.via);
+	}
+}
+END_TEST
+
 /* ===== lynn score ===== */
 
 static char *write_tmp(const char *dir, const char *name, const char *text)
@@ -479,6 +587,10 @@ Suite *score_suite(void)
 	tcase_add_test(tc, test_chrf_known);
 	tcase_add_test(tc, test_rouge_tokens_spec6);
 	tcase_add_test(tc, test_porter_nltk);
+	tcase_add_test(tc, test_tool_calls_toolkit);
+	tcase_add_test(tc, test_tool_calls_xml);
+	tcase_add_test(tc, test_gold_toolkit);
+	tcase_add_test(tc, test_daily_grader);
 	tcase_add_test(tc, test_composite);
 	tcase_add_test(tc, test_style_cliches_configurable);
 	suite_add_tcase(s, tc);

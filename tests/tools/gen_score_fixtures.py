@@ -65,6 +65,67 @@ def porter_words(path):
             f.write(f"{w}\t{st.stem(w)}\n")
 
 
+def grader_cases(tools_path, gold_path):
+    """Tool-call and gold-answer cases graded by the toolkit's own functions."""
+    import random
+    r = random.Random(7)
+    names = ["get_weather", "web_search", "stock_market", "Bash", "Read", "计算器", ""]
+    hints = [{}, {"city": ["Beijing", "北京"]}, {"query": ["MoE", "experts"], "n": ["5"]},
+             {"code": "ls"}, {"path": ["/tmp/x"]}]
+    blocks = [
+        '<tool_call>{{"name": "{n}", "arguments": {{"city": "Beijing"}}}}</tool_call>',
+        '<tool_call>\n{{"name": "{n}", "arguments": {{"q": {{"deep": [1, 2]}}}}}}\n</tool_call>',
+        '<tool_call> {{"name": "{n}"}} </tool_call>',
+        '<tool_call>{{"name": "{n}", "arguments": {{}}}} trailing</tool_call> x }}</tool_call>',
+        '<tool_call>{{"name": {num}, "arguments": {{}}}}</tool_call>',
+        '<tool_call>{{"name": "", "arguments": {{}}}}</tool_call>',
+        '<tool_call>{{not json}}</tool_call>',
+        '<tool_call>{{"name": "a", "name": "{n}"}}</tool_call>',
+        '<tool_call>{{"name": "{n}"}}{{"x": 1}}</tool_call>',
+        '{{"name": "{n}", "arguments": {{"city": "Beijing"}}}}',
+        '{{ "name" : "{n}" , "arguments" : {{"a": {{"b": 1}}}} }}',
+        'I will call {n} with Beijing.',
+        'Use {n}.',
+        'The weather in 北京 is sunny.',
+        '',
+    ]
+    with open(tools_path, "w", encoding="utf-8") as f:
+        for i in range(400):
+            n = r.choice(names)
+            parts = [r.choice(blocks).format(n=r.choice(names), num=r.choice([0, 1, 2.5]))
+                     for _ in range(r.randint(1, 3))]
+            out = r.choice(["", "Sure. ", "思考中…\n"]) + r.choice(["\n", " ", ""]).join(parts)
+            exp = {"tool_name": n, "param_hints": r.choice(hints)}
+            sc = fge.score_tool_call(out, exp)
+            f.write(json.dumps({"output": out, "expected": exp,
+                                "result": {"pass": sc["pass"], "via": sc["via"],
+                                           "n_calls": len(sc.get("structured_calls", [])),
+                                           "has_name": sc.get("has_name"),
+                                           "has_param": sc.get("has_param")}},
+                               ensure_ascii=False) + "\n")
+    golds = ["42", " 42 ", "3.14", "\u3000北京\n", "x = 5", "", "Answer: B", 7, 2.5, 150]
+    regexes = [r"\b42\b", r"^The", r"(?i)answer:\s*b", r"\d{3}", r"北京|上海", r"[A-D]\)",
+               r"x\s*=\s*5", r"\$\d+(\.\d+)?", r"(?s)start.*end", r"\p{Han}{2}"]
+    outs = ["The answer is 42.", "4242", "答案是北京。", "x=5", "Answer: b", "The cost is $3.14",
+            "start\nmiddle\nend", "150 miles", "B) option", "", "π ≈ 3.14159", "It is 7 or 2.5"]
+    with open(gold_path, "w", encoding="utf-8") as f:
+        for i in range(300):
+            out = r.choice(outs) + r.choice(["", " ", "\n" + r.choice(outs)])
+            if r.random() < 0.5:
+                rec = {"gold_answer": r.choice(golds), "verifier": r.choice(["string_match", "other", None])}
+                if rec["verifier"] is None:
+                    del rec["verifier"]
+            else:
+                rec = {"gold_answer": r.choice(regexes), "verifier": "regex"}
+            try:
+                sc = fge.score_string_match(out, rec)
+            except Exception:  # a pattern Python rejects: not a comparable case
+                continue
+            f.write(json.dumps({"output": out, "gold": str(rec["gold_answer"]),
+                                "verifier": rec.get("verifier"), "pass": sc["pass"]},
+                               ensure_ascii=False) + "\n")
+
+
 def main():
     pairs = [json.loads(l) for l in open(HERE / "corpus.jsonl", encoding="utf-8")]
     chrf = CHRF()
@@ -101,6 +162,7 @@ def main():
               "n": len(pairs)}
     (HERE / "expected_corpus.json").write_text(json.dumps(corpus, indent=1) + "\n")
     porter_words(HERE / "porter.tsv")
+    grader_cases(HERE / "tools.jsonl", HERE / "gold.jsonl")
     print(f"wrote expectations for {len(out)} pairs", file=sys.stderr)
 
 
