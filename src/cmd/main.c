@@ -20,6 +20,7 @@
 static const struct lynn_cmd cmds[] = {
 	{ "help", cmd_help, "show usage of lynn or of one command" },
 	{ "version", cmd_version, "print version and build flags" },
+	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
 	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
 };
 
