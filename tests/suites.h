@@ -2,3 +2,7 @@
 LYNN_SUITE(core)
 LYNN_SUITE(st)
 LYNN_SUITE(lora)
+LYNN_SUITE(hub)
+LYNN_SUITE(cpu)
+LYNN_SUITE(model)
+LYNN_SUITE(score)
