@@ -38,6 +38,7 @@ int cmd_version(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
 int cmd_push(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 

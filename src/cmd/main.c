@@ -21,6 +21,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "help", cmd_help, "show usage of lynn or of one command" },
 	{ "version", cmd_version, "print version and build flags" },
 	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
+	{ "pack", cmd_pack, "ship gate: complete a quantized folder and check files, tokenizer, weights" },
 	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
 	{ "logits", cmd_logits, "write a model's logits for token ids (parity tool)" },
 	{ "generate", cmd_generate, "generate text or token ids from a model" },
