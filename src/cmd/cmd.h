@@ -36,5 +36,6 @@ bool cmd_progress_enabled(void);
 int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_score(int argc, char **argv);
 
 #endif

@@ -21,6 +21,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "help", cmd_help, "show usage of lynn or of one command" },
 	{ "version", cmd_version, "print version and build flags" },
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
+	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
 };
 
 static const struct lynn_cmd *find_cmd(const char *name)
