@@ -37,5 +37,6 @@ int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_score(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 #endif

@@ -22,6 +22,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "version", cmd_version, "print version and build flags" },
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
 	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
+	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
 };
 
 static const struct lynn_cmd *find_cmd(const char *name)
