@@ -334,7 +334,7 @@ static struct tu_run run_eval(const char *urls, const char *scenario, const char
 	char *sa = scenario_args(scenario), *args;
 	struct tu_run r;
 	ck_assert(asprintf(&args, "-q eval --model '%s' --adapter cand --prompts-dir " EVAL_FIX "/prompts "
-			   "--output '%s' --concurrency 4 --backoff 0.01 --timeout 20 %s %s",
+			   "--output '%s' --model-tag fixture --concurrency 4 --backoff 0.01 --timeout 20 %s %s",
 			   urls, out, sa, extra ? extra : "") > 0);
 	r = tu_lynn(args, NULL, NULL);
 	free(args);

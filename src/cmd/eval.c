@@ -197,6 +197,8 @@ static int source_open(struct source *src, const char *model, const char *adapte
 		src->s.gen_ud = src->client;
 		return 0;
 	}
+	if (strstr(model, "://"))
+		return lynn_errf(err, -LYNN_EINVAL, "eval: model '%s' is not an http(s) URL", model);
 	if (!lynn_file_exists(model) && !lynn_dir_exists(model))
 		return lynn_errf(err, -LYNN_ENOTFOUND, "eval: model '%s' not found", model);
 	if (adapter && !lynn_dir_exists(adapter))
