@@ -3,8 +3,8 @@
  *
  * Every generated output is appended the moment it arrives (SPEC §5): the
  * record is one JSON line compressed as a complete zstd frame, written with
- * one write(), then fdatasync'ed. A kill therefore loses at most the record
- * being written; reopening with `resume` reads every complete frame, cuts a
+ * one write() (fdatasync'ed at most once a second and at close). A kill
+ * therefore loses at most the record being written; reopening with `resume` reads every complete frame, cuts a
  * torn last frame off, and appends after it. `zstdcat FILE` shows the JSONL.
  *
  * Records are JSON objects with a "key" (lynn_cache_key: the hash of model,

@@ -93,16 +93,24 @@ struct lynn_eval_source {
 	void *gen_ud;
 };
 
-/* Produce outputs[i] for every item of `set` from `src`: from the cache when
- * a record with the same key exists, else generated and appended to the
- * cache at once. `label` names the step in progress logs ("g1 style
- * candidate"). outputs must have set->n zeroed slots; release them with
- * lynn_eval_outputs_release. Counts of generated / cached outputs go to
- * *n_gen / *n_cached (may be NULL). */
-int lynn_eval_generate(const struct lynn_eval_source *src, const struct lynn_eval_set *set,
-		       struct lynn_cache *cache, const char *label, bool progress_bar,
-		       struct lynn_eval_output *outputs, size_t *n_gen, size_t *n_cached,
-		       struct lynn_err *err);
+/* One generation job: every item of `set` answered by `src` into
+ * outputs[0 .. set->n) (zeroed slots; release with lynn_eval_outputs_release).
+ * `label` names the step in progress logs ("g1 style (candidate)"). */
+struct lynn_eval_job {
+	const struct lynn_eval_source *src;
+	const struct lynn_eval_set *set;
+	struct lynn_eval_output *outputs;
+	const char *label;
+	size_t n_gen, n_cached; /* out: generated now / taken from the cache */
+};
+
+/* Fill the outputs of all jobs: from the cache when a record with the same
+ * key exists, else generated and appended to the cache the moment it
+ * arrives. Jobs whose sources share a generator (same gen and gen_ud) go
+ * into one request queue, so `concurrency` requests stay in flight across
+ * sets and sides; requests carry each source's req_model. */
+int lynn_eval_generate(struct lynn_eval_job *jobs, size_t n_jobs, struct lynn_cache *cache,
+		       bool progress_bar, struct lynn_err *err);
 void lynn_eval_outputs_release(struct lynn_eval_output *outputs, size_t n);
 
 /* Python str.strip() in place (Unicode whitespace at both ends). */

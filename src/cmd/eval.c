@@ -353,8 +353,15 @@ static int run_gates(struct opts *o)
 		      cJSON_GetStringValue(cJSON_GetObjectItem(sanity, "source")));
 	if ((rc = source_open(&cand, model, o->adapter, &o->go, &err)))
 		goto out;
-	if ((rc = source_open(&base, base_model, NULL, &o->go, &err)))
+	if (is_url(model) && !strcmp(base_model, model)) {
+		/* the same endpoint: the baseline is its default model, on the same
+		 * client, so both sides share one request queue */
+		base.s = cand.s;
+		base.s.adapter = NULL;
+		base.s.req_model = NULL;
+	} else if ((rc = source_open(&base, base_model, NULL, &o->go, &err))) {
 		goto out;
+	}
 	cache = lynn_cache_open(cache_path, o->resume, &err);
 	if (!cache) {
 		rc = err.code;
@@ -375,15 +382,12 @@ static int run_gates(struct opts *o)
 		static const char *labels[6] = { "g1 style (candidate)", "g2 v8 (candidate)", "g2 v9 (candidate)",
 						 "g3 style (baseline)", "g2 v8 (baseline)", "g2 v9 (baseline)" };
 		const struct lynn_eval_set *sets[3] = { &style, &v8, &v9 };
-		for (int k = 0; k < 6; k++) {
-			/* candidate first, then the baseline's v8, v9 and style runs */
-			static const int order[6] = { 0, 1, 2, 4, 5, 3 };
-			int j = order[k];
-			rc = lynn_eval_generate(j < 3 ? &cand.s : &base.s, sets[j % 3], cache, labels[j], bar,
-						out[j], NULL, NULL, &err);
-			if (rc)
-				goto out;
+		struct lynn_eval_job jobs[6];
+		for (int j = 0; j < 6; j++) {
+			jobs[j] = (struct lynn_eval_job){ j < 3 ? &cand.s : &base.s, sets[j % 3], out[j], labels[j], 0, 0 };
 		}
+		if ((rc = lynn_eval_generate(jobs, 6, cache, bar, &err)))
+			goto out;
 	}
 	{
 		struct lynn_eval_inputs in = { 0 };
@@ -521,7 +525,7 @@ static int run_suite(struct opts *o)
 	cJSON_AddBoolToObject(rep, "think", o->go.think);
 	models = cJSON_AddArrayToObject(rep, "models");
 	for (int m = 0; m < o->n_models; m++) {
-		struct source src;
+		struct source src = { 0 };
 		struct lynn_eval_output *o8 = calloc(v8.n + 1, sizeof(*o8)), *o9 = calloc(v9.n + 1, sizeof(*o9));
 		const char *label = o->n_labels ? o->labels[m] : o->models[m];
 		char l8[300], l9[300];
@@ -530,10 +534,15 @@ static int run_suite(struct opts *o)
 		snprintf(l9, sizeof(l9), "v9 (%s)", label);
 		rc = !o8 || !o9 ? lynn_errf(&err, -LYNN_ENOMEM, "eval: out of memory")
 				: source_open(&src, o->models[m], NULL, &o->go, &err);
-		if (!rc && want8)
-			rc = lynn_eval_generate(&src.s, &v8, cache, l8, bar, o8, NULL, NULL, &err);
-		if (!rc && want9)
-			rc = lynn_eval_generate(&src.s, &v9, cache, l9, bar, o9, NULL, NULL, &err);
+		if (!rc) {
+			struct lynn_eval_job jobs[2];
+			size_t nj = 0;
+			if (want8)
+				jobs[nj++] = (struct lynn_eval_job){ &src.s, &v8, o8, l8, 0, 0 };
+			if (want9)
+				jobs[nj++] = (struct lynn_eval_job){ &src.s, &v9, o9, l9, 0, 0 };
+			rc = lynn_eval_generate(jobs, nj, cache, bar, &err);
+		}
 		if (!rc) {
 			mj = lynn_eval_daily_model(label, o->models[m], want8 ? &v8 : NULL, o8, want9 ? &v9 : NULL, o9, &err);
 			if (!mj)

@@ -13,10 +13,12 @@
 #include "lynn/cache.h"
 #include "lynn/fs.h"
 #include "lynn/log.h"
+#include "lynn/progress.h"
 #include "lynn/sha256.h"
 
 #define CACHE_MAX_FILE (4ull << 30)
 #define CACHE_MAX_RECORD (64u << 20)
+#define CACHE_SYNC_S 1.0
 
 struct entry {
 	const char *key; /* borrowed from rec */
@@ -29,6 +31,8 @@ struct lynn_cache {
 	struct entry *e;
 	size_t n, cap; /* open-addressing table, cap a power of two */
 	size_t n_loaded, n_dropped;
+	double t_sync; /* last fdatasync (lynn_now) */
+	bool dirty;
 };
 
 static size_t hash_key(const char *k)
@@ -165,6 +169,7 @@ struct lynn_cache *lynn_cache_open(const char *path, bool resume, struct lynn_er
 		return NULL;
 	}
 	c->fd = -1;
+	c->t_sync = lynn_now();
 	if (resume && load(c, &good_end, err))
 		goto fail;
 	c->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -186,8 +191,11 @@ void lynn_cache_close(struct lynn_cache *c)
 {
 	if (!c)
 		return;
-	if (c->fd >= 0)
+	if (c->fd >= 0) {
+		if (c->dirty)
+			fdatasync(c->fd);
 		close(c->fd);
+	}
 	for (size_t i = 0; i < c->cap; i++)
 		cJSON_Delete(c->e[i].rec);
 	free(c->e);
@@ -232,9 +240,18 @@ int lynn_cache_put(struct lynn_cache *c, const cJSON *rec, struct lynn_err *err)
 		}
 		done += (size_t)w;
 	}
-	if (fdatasync(c->fd)) {
-		rc = lynn_errf(err, -LYNN_EIO, "cache: sync '%s': %s", c->path, strerror(errno));
-		goto out;
+	/* The record is in the kernel once write() returns, so killing lynn
+	 * loses nothing; fdatasync (for power loss) runs at most every
+	 * CACHE_SYNC_S and at close, not per record: it would cost more than
+	 * the requests on a fast endpoint. */
+	c->dirty = true;
+	if (lynn_now() - c->t_sync >= CACHE_SYNC_S) {
+		if (fdatasync(c->fd)) {
+			rc = lynn_errf(err, -LYNN_EIO, "cache: sync '%s': %s", c->path, strerror(errno));
+			goto out;
+		}
+		c->t_sync = lynn_now();
+		c->dirty = false;
 	}
 	copy = cJSON_Duplicate(rec, 1);
 	if (!copy || add_record(c, copy) < 0)

@@ -538,7 +538,7 @@ int lynn_client_run(struct lynn_client *c, const struct lynn_chat_req *reqs, siz
 	}
 	while (finished < n) {
 		double now = lynn_now(), next_due = 0;
-		int running = 0, left = 0;
+		int running = 0, left = 0, freed;
 		long wait_ms = 1000;
 		CURLMsg *m;
 
@@ -568,6 +568,7 @@ int lynn_client_run(struct lynn_client *c, const struct lynn_chat_req *reqs, siz
 		if (next_due > now)
 			wait_ms = LYNN_MAX(1, (long)((next_due - now) * 1000));
 		curl_multi_perform(multi, &running);
+		freed = 0;
 		while ((m = curl_multi_info_read(multi, &left))) {
 			struct job *j;
 			int r;
@@ -578,6 +579,7 @@ int lynn_client_run(struct lynn_client *c, const struct lynn_chat_req *reqs, siz
 			curl_multi_remove_handle(multi, j->easy);
 			job_release(j);
 			inflight--;
+			freed++;
 			if (r < 0) {
 				rc = r;
 				goto out;
@@ -591,7 +593,8 @@ int lynn_client_run(struct lynn_client *c, const struct lynn_chat_req *reqs, siz
 				finished++;
 			}
 		}
-		if (finished < n && inflight > 0)
+		/* a slot came free: fill it before waiting */
+		if (finished < n && inflight > 0 && !freed)
 			curl_multi_poll(multi, NULL, 0, (int)LYNN_MIN(wait_ms, 1000), NULL);
 	}
 out:

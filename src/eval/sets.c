@@ -270,24 +270,23 @@ void lynn_eval_strip(char *s)
 /* ===== generation through the cache ===== */
 
 struct gen_ctx {
-	const struct lynn_eval_source *src;
-	const struct lynn_eval_set *set;
+	struct lynn_eval_job *jobs;
 	struct lynn_cache *cache;
-	struct lynn_eval_output *outputs;
-	size_t *map;      /* request index -> item index */
-	char (*keys)[65];
+	size_t *map_job, *map_item; /* request index -> job, item */
+	char (**keys)[65];          /* per job, per item */
 	size_t done, total;
+	size_t *job_left;           /* requests still out per job */
 	struct lynn_progress_bar bar;
 	double t0, t_log;
-	const char *label;
 };
 
 static int on_done(void *ud, size_t ri, const struct lynn_chat_out *o, struct lynn_err *err)
 {
 	struct gen_ctx *g = ud;
-	size_t i = g->map[ri];
-	struct lynn_eval_output *out = &g->outputs[i];
-	const struct lynn_eval_item *it = &g->set->items[i];
+	struct lynn_eval_job *jb = &g->jobs[g->map_job[ri]];
+	size_t i = g->map_item[ri];
+	struct lynn_eval_output *out = &jb->outputs[i];
+	const struct lynn_eval_item *it = &jb->set->items[i];
 	cJSON *rec;
 	int rc;
 
@@ -299,16 +298,16 @@ static int on_done(void *ud, size_t ri, const struct lynn_chat_out *o, struct ly
 	lynn_eval_strip(out->reasoning);
 	out->latency_s = o->latency_s;
 	rec = cJSON_CreateObject();
-	cJSON_AddStringToObject(rec, "key", g->keys[i]);
-	cJSON_AddStringToObject(rec, "model", g->src->model);
-	if (g->src->adapter)
-		cJSON_AddStringToObject(rec, "adapter", g->src->adapter);
+	cJSON_AddStringToObject(rec, "key", g->keys[g->map_job[ri]][i]);
+	cJSON_AddStringToObject(rec, "model", jb->src->model);
+	if (jb->src->adapter)
+		cJSON_AddStringToObject(rec, "adapter", jb->src->adapter);
 	else
 		cJSON_AddNullToObject(rec, "adapter");
 	if (it->id)
 		cJSON_AddStringToObject(rec, "id", it->id);
 	cJSON_AddNumberToObject(rec, "max_tokens", it->max_tokens);
-	cJSON_AddBoolToObject(rec, "think", g->src->think);
+	cJSON_AddBoolToObject(rec, "think", jb->src->think);
 	cJSON_AddStringToObject(rec, "output", out->text);
 	cJSON_AddStringToObject(rec, "reasoning", out->reasoning);
 	cJSON_AddStringToObject(rec, "finish_reason", o->finish_reason ? o->finish_reason : "");
@@ -319,90 +318,150 @@ static int on_done(void *ud, size_t ri, const struct lynn_chat_out *o, struct ly
 	if (rc)
 		return rc;
 	g->done++;
+	jb->n_gen++;
+	if (--g->job_left[g->map_job[ri]] == 0)
+		lynn_log_debug("%s: done", jb->label);
 	if (g->bar.enabled) {
 		lynn_progress_bar_update(&g->bar, g->done, g->total);
 	} else {
 		double now = lynn_now();
 		if (g->done == g->total || now - g->t_log >= 5.0) {
+			struct lynn_buf b = LYNN_BUF_INIT;
 			g->t_log = now;
-			lynn_log_info("%s: %zu/%zu (%.2f/s)", g->label, g->done, g->total,
-				      (double)g->done / LYNN_MAX(now - g->t0, 1e-9));
+			for (size_t k = 0; g->jobs[k].set; k++) {
+				if (!g->jobs[k].set->n)
+					continue;
+				lynn_buf_printf(&b, "%s%s %zu/%zu", b.len ? ", " : "", g->jobs[k].label,
+						g->jobs[k].n_gen + g->jobs[k].n_cached, g->jobs[k].set->n);
+			}
+			lynn_log_info("generate: %zu/%zu (%.2f/s) [%s]", g->done, g->total,
+				      (double)g->done / LYNN_MAX(now - g->t0, 1e-9), b.data ? b.data : "");
+			lynn_buf_release(&b);
 		}
 	}
 	return 0;
 }
 
-int lynn_eval_generate(const struct lynn_eval_source *src, const struct lynn_eval_set *set,
-		       struct lynn_cache *cache, const char *label, bool progress_bar,
-		       struct lynn_eval_output *outputs, size_t *n_gen, size_t *n_cached,
-		       struct lynn_err *err)
+static int generate_group(struct lynn_eval_job *jobs, size_t n_jobs, const bool *in_group,
+			  struct lynn_cache *cache, bool progress_bar, struct lynn_err *err)
 {
 	struct gen_ctx g = { 0 };
 	struct lynn_chat_req *reqs = NULL;
-	size_t n_req = 0, hits = 0;
+	const struct lynn_eval_source *src0 = NULL;
+	size_t n_all = 0, n_req = 0;
 	int rc = 0;
 
-	g.src = src;
-	g.set = set;
+	for (size_t k = 0; k < n_jobs; k++)
+		n_all += in_group[k] ? jobs[k].set->n : 0;
+	g.jobs = jobs;
 	g.cache = cache;
-	g.outputs = outputs;
-	g.label = label;
-	g.keys = calloc(set->n ? set->n : 1, sizeof(*g.keys));
-	g.map = calloc(set->n ? set->n : 1, sizeof(*g.map));
-	reqs = calloc(set->n ? set->n : 1, sizeof(*reqs));
-	if (!g.keys || !g.map || !reqs) {
+	g.keys = calloc(n_jobs, sizeof(*g.keys));
+	g.job_left = calloc(n_jobs, sizeof(*g.job_left));
+	g.map_job = calloc(n_all + 1, sizeof(*g.map_job));
+	g.map_item = calloc(n_all + 1, sizeof(*g.map_item));
+	reqs = calloc(n_all + 1, sizeof(*reqs));
+	if (!g.keys || !g.job_left || !g.map_job || !g.map_item || !reqs) {
 		rc = lynn_errf(err, -LYNN_ENOMEM, "eval: out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < set->n; i++) {
-		const struct lynn_eval_item *it = &set->items[i];
-		const cJSON *rec, *x;
-		lynn_cache_key(g.keys[i], src->model, src->adapter, it->prompt, it->tools, it->max_tokens,
-			       src->think);
-		rec = cache ? lynn_cache_get(cache, g.keys[i]) : NULL;
-		x = cJSON_GetObjectItemCaseSensitive(rec, "output");
-		if (cJSON_IsString(x)) {
-			const cJSON *r = cJSON_GetObjectItemCaseSensitive(rec, "reasoning");
-			const cJSON *l = cJSON_GetObjectItemCaseSensitive(rec, "latency_s");
-			outputs[i].text = strdup(x->valuestring);
-			outputs[i].reasoning = strdup(cJSON_IsString(r) ? r->valuestring : "");
-			outputs[i].latency_s = cJSON_IsNumber(l) ? l->valuedouble : 0;
-			outputs[i].cached = true;
-			if (!outputs[i].text || !outputs[i].reasoning) {
-				rc = lynn_errf(err, -LYNN_ENOMEM, "eval: out of memory");
-				goto out;
-			}
-			hits++;
+	for (size_t k = 0; k < n_jobs; k++) {
+		struct lynn_eval_job *jb = &jobs[k];
+		if (!in_group[k])
 			continue;
-		}
-		reqs[n_req].prompt = it->prompt;
-		reqs[n_req].tools = it->tools;
-		reqs[n_req].max_tokens = it->max_tokens;
-		reqs[n_req].model = src->req_model;
-		g.map[n_req++] = i;
-	}
-	g.total = n_req;
-	if (hits)
-		lynn_log_info("%s: %zu of %zu outputs from the cache", label, hits, set->n);
-	if (n_req) {
-		if (!src->gen) {
-			rc = lynn_errf(err, -LYNN_EUNSUPPORTED, "eval: %s: no generator for this model source", label);
+		src0 = jb->src;
+		g.keys[k] = calloc(jb->set->n + 1, sizeof(**g.keys));
+		if (!g.keys[k]) {
+			rc = lynn_errf(err, -LYNN_ENOMEM, "eval: out of memory");
 			goto out;
 		}
-		lynn_progress_bar_init(&g.bar, label, false, stderr, progress_bar);
+		for (size_t i = 0; i < jb->set->n; i++) {
+			const struct lynn_eval_item *it = &jb->set->items[i];
+			const cJSON *rec, *x;
+			lynn_cache_key(g.keys[k][i], jb->src->model, jb->src->adapter, it->prompt, it->tools,
+				       it->max_tokens, jb->src->think);
+			rec = cache ? lynn_cache_get(cache, g.keys[k][i]) : NULL;
+			x = cJSON_GetObjectItemCaseSensitive(rec, "output");
+			if (cJSON_IsString(x)) {
+				const cJSON *r = cJSON_GetObjectItemCaseSensitive(rec, "reasoning");
+				const cJSON *l = cJSON_GetObjectItemCaseSensitive(rec, "latency_s");
+				jb->outputs[i].text = strdup(x->valuestring);
+				jb->outputs[i].reasoning = strdup(cJSON_IsString(r) ? r->valuestring : "");
+				jb->outputs[i].latency_s = cJSON_IsNumber(l) ? l->valuedouble : 0;
+				jb->outputs[i].cached = true;
+				if (!jb->outputs[i].text || !jb->outputs[i].reasoning) {
+					rc = lynn_errf(err, -LYNN_ENOMEM, "eval: out of memory");
+					goto out;
+				}
+				jb->n_cached++;
+				continue;
+			}
+			reqs[n_req].prompt = it->prompt;
+			reqs[n_req].tools = it->tools;
+			reqs[n_req].max_tokens = it->max_tokens;
+			reqs[n_req].model = jb->src->req_model;
+			g.map_job[n_req] = k;
+			g.map_item[n_req++] = i;
+			g.job_left[k]++;
+		}
+		if (jb->n_cached)
+			lynn_log_info("%s: %zu of %zu outputs from the cache", jb->label, jb->n_cached, jb->set->n);
+	}
+	g.total = n_req;
+	if (n_req) {
+		if (!src0 || !src0->gen) {
+			rc = lynn_errf(err, -LYNN_EUNSUPPORTED, "eval: no generator for model '%s'",
+				       src0 ? src0->model : "?");
+			goto out;
+		}
+		lynn_progress_bar_init(&g.bar, "generate", false, stderr, progress_bar);
 		g.t0 = g.t_log = lynn_now();
-		rc = src->gen(src->gen_ud, reqs, n_req, on_done, &g, err);
+		rc = src0->gen(src0->gen_ud, reqs, n_req, on_done, &g, err);
 		if (g.bar.enabled)
 			lynn_progress_bar_finish(&g.bar);
 	}
 out:
-	if (n_gen)
-		*n_gen = g.done;
-	if (n_cached)
-		*n_cached = hits;
-	free(reqs);
+	if (g.keys)
+		for (size_t k = 0; k < n_jobs; k++)
+			free(g.keys[k]);
 	free(g.keys);
-	free(g.map);
+	free(g.job_left);
+	free(reqs);
+	free(g.map_job);
+	free(g.map_item);
+	return rc;
+}
+
+int lynn_eval_generate(struct lynn_eval_job *jobs, size_t n_jobs, struct lynn_cache *cache,
+		       bool progress_bar, struct lynn_err *err)
+{
+	bool *done = calloc(n_jobs + 1, sizeof(bool)), *grp = calloc(n_jobs + 1, sizeof(bool));
+	struct lynn_eval_job *all = calloc(n_jobs + 1, sizeof(*all)); /* NULL-set terminated copy */
+	int rc = 0;
+
+	if (!done || !grp || !all) {
+		rc = lynn_errf(err, -LYNN_ENOMEM, "eval: out of memory");
+		goto out;
+	}
+	memcpy(all, jobs, n_jobs * sizeof(*all));
+	for (size_t k = 0; k < n_jobs && !rc; k++) {
+		if (done[k])
+			continue;
+		/* one queue for every job that shares this job's generator */
+		for (size_t j = 0; j < n_jobs; j++) {
+			grp[j] = !done[j] && all[j].src->gen == all[k].src->gen &&
+				 all[j].src->gen_ud == all[k].src->gen_ud;
+			done[j] |= grp[j];
+		}
+		rc = generate_group(all, n_jobs, grp, cache, progress_bar, err);
+	}
+	for (size_t k = 0; k < n_jobs; k++) {
+		jobs[k].n_gen = all[k].n_gen;
+		jobs[k].n_cached = all[k].n_cached;
+	}
+out:
+	free(done);
+	free(grp);
+	free(all);
 	return rc;
 }
 
