@@ -2,3 +2,4 @@
 LYNN_SUITE(core)
 LYNN_SUITE(eval)
 LYNN_SUITE(lora)
+LYNN_SUITE(score)

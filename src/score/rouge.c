@@ -45,15 +45,21 @@ static size_t tokenize(const uint32_t *cps, size_t n, unsigned flags, uint32_t *
 		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
 			size_t s = *nt;
 			while (i < n) {
+				bool dot = false;
 				c = cps[i];
-				if (ascii_only && (c == 0x130 || c == 0x212A))
-					c = c == 0x130 ? 'i' : 'k';
+				if (ascii_only && (c == 0x130 || c == 0x212A)) {
+					/* "İ".lower() is "i" + U+0307, which ends the token */
+					dot = c == 0x130;
+					c = dot ? 'i' : 'k';
+				}
 				if (c >= 'A' && c <= 'Z')
 					c += 32;
 				if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
 					break;
 				tok[(*nt)++] = c;
 				i++;
+				if (dot)
+					break;
 			}
 			if ((flags & LYNN_ROUGE_F_STEM) && *nt - s > 3 && *nt - s < STEM_MAX) {
 				char w[STEM_MAX], st[STEM_MAX + 8];
