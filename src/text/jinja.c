@@ -125,9 +125,13 @@ struct jstr {
 	char d[]; /* NUL-terminated */
 };
 
+/* VT_LIST flavours: what Python would have (iterators and views behave differently). */
+enum lk { LK_LIST, LK_GEN, LK_ITEMS, LK_KEYS, LK_VALUES, LK_RANGE };
+
 struct val {
 	uint8_t t;
 	uint8_t safe; /* VT_STR: Markup */
+	uint8_t sub;  /* VT_LIST: enum lk */
 	union {
 		bool b;
 		int64_t i;
@@ -240,6 +244,14 @@ static struct val vlist(struct jlist *l)
 	return v;
 }
 
+static struct val vlist_k(struct jlist *l, int sub)
+{
+	struct val v = { .t = VT_LIST };
+	v.u.l = l;
+	v.sub = (uint8_t)sub;
+	return v;
+}
+
 static struct val vtuple(struct jlist *l)
 {
 	struct val v = { .t = VT_TUPLE };
@@ -268,7 +280,15 @@ static const char *type_name(const struct val *v)
 	case VT_INT: return "int";
 	case VT_FLOAT: return "float";
 	case VT_STR: return "str";
-	case VT_LIST: return "list";
+	case VT_LIST:
+		switch (v->sub) {
+		case LK_GEN: return "generator";
+		case LK_ITEMS: return "dict_items";
+		case LK_KEYS: return "dict_keys";
+		case LK_VALUES: return "dict_values";
+		case LK_RANGE: return "range";
+		}
+		return "list";
 	case VT_TUPLE: return "tuple";
 	case VT_DICT: return "dict";
 	case VT_NS: return "Namespace";
@@ -1020,6 +1040,8 @@ struct parser {
 	size_t i, n;
 	int depth;
 	int in_loop;
+	bool soft;              /* inside an if statement or if-expression (Jinja2's soft frame) */
+	struct nlist unknown;   /* filters/tests Jinja2 does not know: a compile error outside soft frames */
 };
 
 static void nl_push(struct jx *x, struct nlist *l, struct node *nd)
@@ -1278,10 +1300,15 @@ static struct node *parse_filter(struct parser *P, struct node *nd, bool start_i
 		f->name = dotted_name(P);
 		f->fid = find_filter(f->name);
 		if (f->fid < 0) {
+			/* Jinja2 filters lynn lacks fail when run (-2); unknown names fail at compile
+			 * time unless inside an if (-1, checked after parsing). */
 			for (size_t i = 0; i < sizeof filters_unsupported / sizeof filters_unsupported[0]; i++)
 				if (!strcmp(filters_unsupported[i], f->name))
-					pfail(P, at, "unsupported filter '%s'", f->name);
-			pfail(P, at, "unknown filter '%s'", f->name);
+					f->fid = -2;
+			if (f->fid == -1) {
+				f->flag = P->soft;
+				nl_push(P->x, &P->unknown, f);
+			}
 		}
 		f->a = nd;
 		if (tok_is_op(cur(P), "("))
@@ -1305,8 +1332,10 @@ static struct node *parse_test(struct parser *P, struct node *nd)
 	t = mknode(P, E_TEST, cur(P));
 	t->name = dotted_name(P);
 	t->fid = find_test(t->name);
-	if (t->fid < 0)
-		pfail(P, at, "unknown test '%s'", t->name);
+	if (t->fid < 0) {
+		t->flag = P->soft;
+		nl_push(P->x, &P->unknown, t);
+	}
 	t->a = nd;
 	if (tok_is_op(cur(P), "(")) {
 		parse_call_args(P, t);
@@ -1680,6 +1709,22 @@ static struct node *parse_or(struct parser *P)
 	return l;
 }
 
+static void mark_soft(struct node *nd, int depth)
+{
+	if (!nd || depth > PARSE_MAX_DEPTH * 4)
+		return;
+	if ((nd->k == E_FILTER || nd->k == E_TEST) && nd->fid == -1)
+		nd->flag = true;
+	mark_soft(nd->a, depth + 1);
+	mark_soft(nd->b, depth + 1);
+	mark_soft(nd->c, depth + 1);
+	mark_soft(nd->d, depth + 1);
+	for (size_t i = 0; i < nd->kids.n; i++)
+		mark_soft(nd->kids.v[i], depth + 1);
+	for (size_t i = 0; i < nd->kids2.n; i++)
+		mark_soft(nd->kids2.v[i], depth + 1);
+}
+
 static struct node *parse_condexpr(struct parser *P)
 {
 	struct node *e1 = parse_or(P);
@@ -1694,6 +1739,7 @@ static struct node *parse_condexpr(struct parser *P)
 			nd->c = parse_condexpr(P);
 			P->depth--;
 		}
+		mark_soft(nd, 0);
 		e1 = nd;
 	}
 	return e1;
@@ -1847,6 +1893,8 @@ static struct node *parse_if(struct parser *P, struct tok *at)
 {
 	static const char *const ends[] = { "elif", "else", "endif", NULL };
 	struct node *nd = mknode(P, N_IF, at), *top = nd;
+	bool saved = P->soft;
+	P->soft = true;
 	for (;;) {
 		nd->a = parse_tuple(P, false, NULL, false);
 		expect_bend(P);
@@ -1868,6 +1916,7 @@ static struct node *parse_if(struct parser *P, struct tok *at)
 		}
 		advance(P); /* endif */
 		expect_bend(P);
+		P->soft = saved;
 		return top;
 	}
 }
@@ -1889,6 +1938,8 @@ static struct node *parse_for(struct parser *P, struct tok *at)
 	if (tok_is_name(cur(P), "recursive"))
 		pfail(P, cur(P), "recursive for loops are not supported");
 	expect_bend(P);
+	bool saved = P->soft;
+	P->soft = false;
 	P->in_loop++;
 	parse_body(P, &nd->kids, ends, at, "for");
 	P->in_loop--;
@@ -1901,6 +1952,7 @@ static struct node *parse_for(struct parser *P, struct tok *at)
 	}
 	advance(P);
 	expect_bend(P);
+	P->soft = saved;
 	return nd;
 }
 
@@ -1919,7 +1971,10 @@ static struct node *parse_set(struct parser *P, struct tok *at)
 	if (tok_is_op(cur(P), "|"))
 		nd->c = parse_filter(P, mknode(P, E_BLOCKVAL, cur(P)), false);
 	expect_bend(P);
+	bool saved = P->soft;
+	P->soft = false;
 	parse_body(P, &nd->kids, ends, at, "set");
+	P->soft = saved;
 	advance(P);
 	advance(P);
 	expect_bend(P);
@@ -1931,6 +1986,8 @@ static struct node *parse_macro(struct parser *P, struct tok *at)
 	static const char *const ends[] = { "endmacro", NULL };
 	struct node *nd = mknode(P, N_MACRO, at);
 	int saved_loop = P->in_loop;
+	bool saved_soft = P->soft;
+	P->soft = false;
 	nd->name = expect_name(P);
 	expect_op(P, "(");
 	while (!tok_is_op(cur(P), ")")) {
@@ -1959,6 +2016,7 @@ static struct node *parse_macro(struct parser *P, struct tok *at)
 	nd->a = mknode(P, N_DATA, at);
 	parse_body(P, &nd->a->kids, ends, at, "macro");
 	P->in_loop = saved_loop;
+	P->soft = saved_soft;
 	advance(P);
 	advance(P);
 	expect_bend(P);
@@ -1986,10 +2044,13 @@ static struct node *parse_statement(struct parser *P)
 		nd = parse_macro(P, at);
 	} else if (tok_is_name(nm, "filter")) {
 		static const char *const ends[] = { "endfilter", NULL };
+		bool saved = P->soft;
 		nd = mknode(P, N_FILTERBLOCK, at);
 		nd->c = parse_filter(P, mknode(P, E_BLOCKVAL, cur(P)), true);
 		expect_bend(P);
+		P->soft = false;
 		parse_body(P, &nd->kids, ends, at, "filter");
+		P->soft = saved;
 		advance(P);
 		advance(P);
 		expect_bend(P);
@@ -2188,6 +2249,24 @@ static void put_repr(struct rs *R, struct obuf *o, const struct val *v, int dept
 		return;
 	case VT_LIST:
 	case VT_TUPLE:
+		if (v->t == VT_LIST && v->sub == LK_GEN) {
+			ob_puts(R, o, "<generator object>");
+			return;
+		}
+		if (v->t == VT_LIST && v->sub == LK_RANGE) {
+			char tmp[64];
+			const struct jlist *l = v->u.l;
+			int64_t a = l->n ? l->v[0].u.i : 0, st = l->n > 1 ? l->v[1].u.i - a : 1;
+			if (st == 1)
+				snprintf(tmp, sizeof tmp, "range(%lld, %lld)", (long long)a, (long long)(a + (int64_t)l->n));
+			else
+				snprintf(tmp, sizeof tmp, "range(%lld, %lld, %lld)", (long long)a,
+					 (long long)(a + (int64_t)l->n * st), (long long)st);
+			ob_puts(R, o, tmp);
+			return;
+		}
+		if (v->t == VT_LIST && v->sub != LK_LIST)
+			ob_puts(R, o, v->sub == LK_ITEMS ? "dict_items(" : v->sub == LK_KEYS ? "dict_keys(" : "dict_values(");
 		ob_putc(R, o, v->t == VT_LIST ? '[' : '(');
 		for (size_t i = 0; i < v->u.l->n; i++) {
 			if (i)
@@ -2197,6 +2276,8 @@ static void put_repr(struct rs *R, struct obuf *o, const struct val *v, int dept
 		if (v->t == VT_TUPLE && v->u.l->n == 1)
 			ob_putc(R, o, ',');
 		ob_putc(R, o, v->t == VT_LIST ? ']' : ')');
+		if (v->t == VT_LIST && v->sub != LK_LIST)
+			ob_putc(R, o, ')');
 		return;
 	case VT_DICT:
 		ob_putc(R, o, '{');
@@ -2365,6 +2446,8 @@ static void json_dump(struct rs *R, const struct node *nd, struct obuf *o, const
 		return;
 	case VT_LIST:
 	case VT_TUPLE:
+		if (v->t == VT_LIST && v->sub != LK_LIST)
+			TFAIL(R, nd, "tojson: Object of type %s is not JSON serializable", type_name(v));
 		if (!v->u.l->n) {
 			ob_puts(R, o, "[]");
 			return;
@@ -2437,7 +2520,8 @@ static bool truthy(const struct val *v)
 	case VT_INT: return v->u.i != 0;
 	case VT_FLOAT: return v->u.f != 0;
 	case VT_STR: return v->u.s->len != 0;
-	case VT_LIST: case VT_TUPLE: return v->u.l->n != 0;
+	case VT_LIST: return v->sub == LK_GEN || v->u.l->n != 0;
+	case VT_TUPLE: return v->u.l->n != 0;
 	case VT_DICT: return v->u.d->n != 0;
 	default: return true;
 	}
@@ -2469,6 +2553,8 @@ static bool val_eq(const struct val *a, const struct val *b, int depth)
 	}
 	if (a->t != b->t)
 		return false;
+	if (a->t == VT_LIST && (a->sub != LK_LIST || b->sub != LK_LIST))
+		return a->u.l == b->u.l && a->sub == b->sub;
 	switch (a->t) {
 	case VT_UNDEF: case VT_NONE: return true;
 	case VT_STR: return a->u.s->len == b->u.s->len && !memcmp(a->u.s->d, b->u.s->d, a->u.s->len);
@@ -2731,6 +2817,8 @@ static struct val get_item(struct rs *R, const struct node *nd, const struct val
 	case VT_LIST:
 	case VT_TUPLE:
 	case VT_STR:
+		if (obj->t == VT_LIST && obj->sub != LK_LIST && obj->sub != LK_RANGE)
+			return vundef_msg(&R->x, "'%s' object is not subscriptable", type_name(obj));
 		if (key->t == VT_INT || key->t == VT_BOOL) {
 			int64_t i = num_i(key), n;
 			size_t ncp = 0, *off = NULL;
@@ -2797,7 +2885,7 @@ static struct val do_slice(struct rs *R, struct frame *F, const struct node *e, 
 	if (obj->t == VT_STR) {
 		off = cp_offsets(R, obj->u.s, &ncp);
 		len = (int64_t)ncp;
-	} else if (obj->t == VT_LIST || obj->t == VT_TUPLE) {
+	} else if ((obj->t == VT_LIST && (obj->sub == LK_LIST || obj->sub == LK_RANGE)) || obj->t == VT_TUPLE) {
 		len = (int64_t)obj->u.l->n;
 	} else {
 		TFAIL(R, e, "'%s' object is not subscriptable", type_name(obj));
@@ -2827,6 +2915,7 @@ static struct val do_slice(struct rs *R, struct frame *F, const struct node *e, 
 			list_push(&R->x, l, obj->u.l->v[i]);
 		r.t = obj->t;
 		r.safe = 0;
+		r.sub = obj->sub;
 		r.u.l = l;
 		return r;
 	}
@@ -2882,7 +2971,11 @@ static int64_t val_len(struct rs *R, const struct node *nd, const struct val *v)
 	switch (v->t) {
 	case VT_UNDEF: return 0;
 	case VT_STR: return (int64_t)cp_count(v->u.s->d, v->u.s->len);
-	case VT_LIST: case VT_TUPLE: return (int64_t)v->u.l->n;
+	case VT_LIST:
+		if (v->sub == LK_GEN)
+			TFAIL(R, nd, "object of type 'generator' has no len()");
+		return (int64_t)v->u.l->n;
+	case VT_TUPLE: return (int64_t)v->u.l->n;
 	case VT_DICT: return (int64_t)v->u.d->n;
 	default: TFAIL(R, nd, "object of type '%s' has no len()", type_name(v));
 	}
@@ -3013,7 +3106,7 @@ static struct val arith(struct rs *R, const struct node *nd, int op, struct val 
 		}
 		return concat2(R, &a, &b, a.safe);
 	}
-	if (op == OP_ADD && ((a.t == VT_LIST && b.t == VT_LIST) || (a.t == VT_TUPLE && b.t == VT_TUPLE))) {
+	if (op == OP_ADD && ((a.t == VT_LIST && b.t == VT_LIST && !a.sub && !b.sub) || (a.t == VT_TUPLE && b.t == VT_TUPLE))) {
 		struct jlist *l = mklist(&R->x, a.u.l->n + b.u.l->n);
 		struct val r = a;
 		for (size_t i = 0; i < a.u.l->n; i++)
@@ -3614,7 +3707,7 @@ static struct val call_method(struct rs *R, const struct node *nd, const struct 
 					list_push(&R->x, l, m[0] == 'k' ? d->k[i] : d->v[i]);
 				}
 			}
-			return vlist(l);
+			return vlist_k(l, m[0] == 'i' ? LK_ITEMS : m[0] == 'k' ? LK_KEYS : LK_VALUES);
 		}
 		if (!strcmp(m, "copy")) {
 			struct jdict *c = mkdict(&R->x);
@@ -3758,7 +3851,7 @@ static struct val call_global(struct rs *R, const struct node *nd, const char *n
 		l = mklist(&R->x, (size_t)n);
 		for (int64_t i = 0; i < n; i++)
 			list_push(&R->x, l, vint(start + i * step));
-		return vlist(l);
+		return vlist_k(l, LK_RANGE);
 	}
 	if (!strcmp(name, "namespace") || !strcmp(name, "dict")) {
 		struct jdict *d = mkdict(&R->x);
@@ -4052,7 +4145,10 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 		return html_escape(R, &v);
 	case F_FIRST:
 	case F_LAST: {
-		struct jlist *it = iter_items(R, nd, &v);
+		struct jlist *it;
+		if (id == F_LAST && v.t == VT_LIST && v.sub == LK_GEN)
+			TFAIL(R, nd, "'generator' object is not reversible");
+		it = iter_items(R, nd, &v);
 		if (!it->n)
 			return vundef_msg(&R->x, "No %s item, sequence was empty.", id == F_FIRST ? "first" : "last");
 		return it->v[id == F_FIRST ? 0 : it->n - 1];
@@ -4107,7 +4203,7 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 	case F_ITEMS: {
 		struct jlist *l;
 		if (v.t == VT_UNDEF)
-			return vlist(mklist(&R->x, 0));
+			return vlist_k(mklist(&R->x, 0), LK_GEN);
 		if (v.t != VT_DICT)
 			TFAIL(R, nd, "Can only get item pairs from a mapping.");
 		l = mklist(&R->x, v.u.d->n);
@@ -4117,7 +4213,7 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 			list_push(&R->x, t, v.u.d->v[i]);
 			list_push(&R->x, l, vtuple(t));
 		}
-		return vlist(l);
+		return vlist_k(l, LK_GEN);
 	}
 	case F_JOIN: {
 		const struct val *sep = arg_get(a, 0, "d"), *at = arg_get(a, 1, "attribute");
@@ -4147,10 +4243,10 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 			struct jlist *it = iter_items(R, nd, &v), *l = mklist(&R->x, it->n);
 			for (size_t i = it->n; i-- > 0;)
 				list_push(&R->x, l, it->v[i]);
-			return vlist(l);
+			return vlist_k(l, LK_GEN);
 		}
 	case F_MAP: {
-		struct jlist *it = iter_items(R, nd, &v), *l = mklist(&R->x, it->n);
+		struct jlist *it = truthy(&v) ? iter_items(R, nd, &v) : mklist(&R->x, 0), *l = mklist(&R->x, it->n);
 		const struct val *at = arg_get(a, (size_t)-1, "attribute");
 		if (at) {
 			const struct val *dv = arg_get(a, (size_t)-1, "default");
@@ -4167,7 +4263,7 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 			for (size_t i = 0; i < it->n; i++)
 				list_push(&R->x, l, run_filter(R, nd, fid, it->v[i], &rest));
 		}
-		return vlist(l);
+		return vlist_k(l, LK_GEN);
 	}
 	case F_SELECT:
 	case F_REJECT:
@@ -4175,7 +4271,7 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 	case F_REJECTATTR: {
 		bool attr = id == F_SELECTATTR || id == F_REJECTATTR;
 		bool want = id == F_SELECT || id == F_SELECTATTR;
-		struct jlist *it = iter_items(R, nd, &v), *l = mklist(&R->x, 0);
+		struct jlist *it = truthy(&v) ? iter_items(R, nd, &v) : mklist(&R->x, 0), *l = mklist(&R->x, 0);
 		size_t ti = attr ? 1 : 0;
 		const struct val *tn = arg_get(a, ti, NULL);
 		int tid = -1;
@@ -4193,7 +4289,7 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 			if (ok == want)
 				list_push(&R->x, l, it->v[i]);
 		}
-		return vlist(l);
+		return vlist_k(l, LK_GEN);
 	}
 	case F_MIN:
 	case F_MAX: {
@@ -4283,7 +4379,7 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 					list_push(&R->x, l, it->v[i]);
 				}
 			}
-			return vlist(l);
+			return vlist_k(l, LK_GEN);
 		}
 	}
 	case F_STRING:
@@ -4381,7 +4477,9 @@ static bool run_test(struct rs *R, const struct node *nd, int id, const struct v
 	case X_MAPPING: return v->t == VT_DICT;
 	case X_NUMBER: return is_num(v);
 	case X_SEQUENCE:
-		return v->t == VT_STR || v->t == VT_LIST || v->t == VT_TUPLE || v->t == VT_DICT || v->t == VT_UNDEF;
+		if (v->t == VT_LIST)
+			return v->sub == LK_LIST || v->sub == LK_RANGE;
+		return v->t == VT_STR || v->t == VT_TUPLE || v->t == VT_DICT || v->t == VT_UNDEF;
 	case X_ITERABLE:
 		return v->t == VT_STR || v->t == VT_LIST || v->t == VT_TUPLE || v->t == VT_DICT || v->t == VT_UNDEF;
 	case X_CALLABLE: return v->t == VT_MACRO || v->t == VT_FUNC;
@@ -4427,6 +4525,8 @@ static struct val eval_filter_on(struct rs *R, struct frame *F, const struct nod
 	/* Re-evaluate a filter chain whose innermost object is E_BLOCKVAL with `base`. */
 	struct args a;
 	struct val obj = e->a->k == E_BLOCKVAL ? base : eval_filter_on(R, F, e->a, base);
+	if (e->fid < 0)
+		TFAIL(R, e, "%s filter '%s'", e->fid == -1 ? "unknown" : "unsupported", e->name);
 	eval_args(R, F, e, &a);
 	return run_filter(R, e, e->fid, obj, &a);
 }
@@ -4457,12 +4557,16 @@ static struct val eval(struct rs *R, struct frame *F, const struct node *e)
 	}
 	case E_FILTER: {
 		struct args args;
+		if (e->fid < 0)
+			TFAIL(R, e, "%s filter '%s'", e->fid == -1 ? "unknown" : "unsupported", e->name);
 		a = eval(R, F, e->a);
 		eval_args(R, F, e, &args);
 		return run_filter(R, e, e->fid, a, &args);
 	}
 	case E_TEST: {
 		struct args args;
+		if (e->fid < 0)
+			TFAIL(R, e, "unknown test '%s'", e->name);
 		a = eval(R, F, e->a);
 		eval_args(R, F, e, &args);
 		return vbool(run_test(R, e, e->fid, &a, &args));
@@ -4975,6 +5079,12 @@ static void do_parse(struct jx *x, struct lynn_jinja *t, const char *src, size_t
 	P.t = L.toks;
 	P.n = L.ntok;
 	parse_body(&P, &t->body, NULL, NULL, NULL);
+	for (size_t i = 0; i < P.unknown.n; i++) {
+		const struct node *u = P.unknown.v[i];
+		if (!u->flag)
+			jfail(x, -LYNN_EFORMAT, u->line, u->col, "unknown %s '%s'",
+			      u->k == E_FILTER ? "filter" : "test", u->name);
+	}
 }
 
 struct lynn_jinja *lynn_jinja_parse(const char *name, const char *src, size_t len,
