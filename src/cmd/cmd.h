@@ -42,5 +42,6 @@ int cmd_push(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 #endif

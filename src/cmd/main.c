@@ -27,6 +27,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
 	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
 	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
+	{ "template", cmd_template, "render a chat prompt with the model's chat template" },
 };
 
 static const struct lynn_cmd *find_cmd(const char *name)
