@@ -35,5 +35,6 @@ bool cmd_progress_enabled(void);
 /* --- the commands --- */
 int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

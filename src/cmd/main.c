@@ -20,6 +20,7 @@
 static const struct lynn_cmd cmds[] = {
 	{ "help", cmd_help, "show usage of lynn or of one command" },
 	{ "version", cmd_version, "print version and build flags" },
+	{ "tokenize", cmd_tokenize, "encode text to token ids or decode ids to text" },
 };
 
 static const struct lynn_cmd *find_cmd(const char *name)
