@@ -17,6 +17,9 @@
 
 #include <errno.h>
 #include <pcre2.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -59,6 +62,18 @@ struct added_set {
 	size_t n;
 };
 
+/* A vocab key: bytes at arena + off; len has VK_ENC set for byte-level keys. */
+struct vkey {
+	uint32_t off, len;
+};
+#define VK_ENC 0x80000000u
+
+struct mslot {
+	uint64_t key; /* left << 32 | right; UINT64_MAX empty */
+	uint32_t rank;
+	int32_t id; /* the merged token */
+};
+
 struct split_stage {
 	pcre2_code *re;
 	bool jit;
@@ -67,15 +82,14 @@ struct split_stage {
 struct lynn_tok {
 	int32_t n_ids;
 	uint32_t *doff, *dlen; /* decode bytes per id in arena */
-	uint32_t *voff, *vlen; /* vocab key bytes per id in arena */
+	struct vkey *vk;       /* vocab key bytes per id in arena */
 	uint8_t *flags;
 	uint8_t *arena;
 	size_t arena_len, arena_cap;
 
-	uint32_t *vh; /* vocab hash: id + 1, 0 empty */
+	uint64_t *vh; /* vocab hash: hash tag << 32 | (id + 1), 0 empty */
 	uint32_t vh_mask;
-	uint64_t *mk; /* merge keys (left << 32 | right), UINT64_MAX empty */
-	uint64_t *mv; /* rank << 32 | merged id */
+	struct mslot *ms; /* merge hash */
 	uint32_t mh_mask;
 	size_t n_merges;
 
@@ -243,17 +257,23 @@ static void bytelevel_init_tables(struct lynn_tok *t)
  * (or the string is not valid UTF-8): then the token is kept as raw UTF-8. */
 static long bytelevel_decode(const struct lynn_tok *t, const uint8_t *s, size_t n, uint8_t *o)
 {
-	size_t i = 0, k = 0, sub;
-	bool inc;
+	size_t i = 0, k = 0;
+	/* the map's characters are all below U+0144: one or two UTF-8 bytes */
 	while (i < n) {
-		int l = utf8_seq(s + i, n - i, &sub, &inc);
-		if (!l)
+		uint32_t cp;
+		uint8_t c = s[i];
+		if (c < 0x80) {
+			cp = c;
+			i++;
+		} else if (c >= 0xC2 && c <= 0xC5 && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
+			cp = (uint32_t)(c & 0x1F) << 6 | (s[i + 1] & 0x3F);
+			i += 2;
+		} else {
 			return -1;
-		uint32_t cp = utf8_cp(s + i, l);
+		}
 		if (cp >= 324 || t->cp_to_byte[cp] < 0)
 			return -1;
 		o[k++] = (uint8_t)t->cp_to_byte[cp];
-		i += (size_t)l;
 	}
 	return (long)k;
 }
@@ -278,17 +298,50 @@ static int32_t vocab_find(const struct lynn_tok *t, const uint8_t *s, size_t n, 
 {
 	if (!t->vh)
 		return -1;
-	uint32_t i = (uint32_t)hash_bytes(s, n, enc) & t->vh_mask;
+	uint64_t h = hash_bytes(s, n, enc);
+	uint32_t i = (uint32_t)h & t->vh_mask, tag = (uint32_t)(h >> 32);
 	for (;;) {
-		uint32_t v = t->vh[i];
+		uint64_t v = t->vh[i];
 		if (!v)
 			return -1;
-		int32_t id = (int32_t)v - 1;
-		if (t->vlen[id] == n && !!(t->flags[id] & IDF_ENC) == enc &&
-		    !memcmp(t->arena + t->voff[id], s, n))
-			return id;
+		if ((uint32_t)(v >> 32) == tag) {
+			int32_t id = (int32_t)(uint32_t)v - 1;
+			const struct vkey *k = &t->vk[id];
+			if (k->len == ((uint32_t)n | (enc ? VK_ENC : 0)) &&
+			    !memcmp(t->arena + k->off, s, n))
+				return id;
+		}
 		i = (i + 1) & t->vh_mask;
 	}
+}
+
+/* Insert id (its key must be set) with hash h; returns -1, or the id that
+ * already holds the same key. */
+static int32_t vocab_insert(struct lynn_tok *t, int32_t id, uint64_t h)
+{
+	const struct vkey *k = &t->vk[id];
+	uint32_t i = (uint32_t)h & t->vh_mask, tag = (uint32_t)(h >> 32);
+	for (;;) {
+		uint64_t v = t->vh[i];
+		if (!v)
+			break;
+		if ((uint32_t)(v >> 32) == tag) {
+			int32_t o = (int32_t)(uint32_t)v - 1;
+			const struct vkey *ko = &t->vk[o];
+			if (ko->len == k->len &&
+			    !memcmp(t->arena + ko->off, t->arena + k->off, k->len & ~VK_ENC))
+				return o;
+		}
+		i = (i + 1) & t->vh_mask;
+	}
+	t->vh[i] = (uint64_t)tag << 32 | ((uint32_t)id + 1);
+	return -1;
+}
+
+static uint64_t vkey_hash(const struct lynn_tok *t, int32_t id)
+{
+	const struct vkey *k = &t->vk[id];
+	return hash_bytes(t->arena + k->off, k->len & ~VK_ENC, k->len & VK_ENC);
 }
 
 static inline bool merge_get(const struct lynn_tok *t, int32_t l, int32_t r, uint32_t *rank,
@@ -297,13 +350,13 @@ static inline bool merge_get(const struct lynn_tok *t, int32_t l, int32_t r, uin
 	uint64_t k = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
 	uint32_t i = (uint32_t)hash_pair(k) & t->mh_mask;
 	for (;;) {
-		uint64_t x = t->mk[i];
-		if (x == k) {
-			*rank = (uint32_t)(t->mv[i] >> 32);
-			*id = (int32_t)(uint32_t)t->mv[i];
+		const struct mslot *m = &t->ms[i];
+		if (m->key == k) {
+			*rank = m->rank;
+			*id = m->id;
 			return true;
 		}
-		if (x == UINT64_MAX)
+		if (m->key == UINT64_MAX)
 			return false;
 		i = (i + 1) & t->mh_mask;
 	}
@@ -313,12 +366,48 @@ static void merge_put(struct lynn_tok *t, int32_t l, int32_t r, uint32_t rank, i
 {
 	uint64_t k = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
 	uint32_t i = (uint32_t)hash_pair(k) & t->mh_mask;
-	while (t->mk[i] != UINT64_MAX && t->mk[i] != k)
+	while (t->ms[i].key != UINT64_MAX && t->ms[i].key != k)
 		i = (i + 1) & t->mh_mask;
-	if (t->mk[i] == UINT64_MAX)
+	if (t->ms[i].key == UINT64_MAX)
 		t->n_merges++;
-	t->mk[i] = k;
-	t->mv[i] = (uint64_t)rank << 32 | (uint32_t)id;
+	t->ms[i] = (struct mslot){ k, rank, id };
+}
+
+/* Allocate the merge table with room for about n merges. */
+static int merges_alloc(struct lynn_tok *t, size_t n)
+{
+	size_t cap = 16;
+	while (cap < n * 2 + 2 && cap < (1u << 28))
+		cap <<= 1;
+	free(t->ms);
+	t->ms = malloc(cap * sizeof *t->ms);
+	if (!t->ms)
+		return -LYNN_ENOMEM;
+	memset(t->ms, 0xff, cap * sizeof *t->ms);
+	t->mh_mask = (uint32_t)cap - 1;
+	t->n_merges = 0;
+	return 0;
+}
+
+/* Keep the load factor under 1/2. */
+static int merges_reserve(struct lynn_tok *t)
+{
+	if ((t->n_merges + 1) * 2 <= (size_t)t->mh_mask + 1)
+		return 0;
+	struct mslot *old = t->ms;
+	size_t oc = (size_t)t->mh_mask + 1;
+	t->ms = NULL;
+	if (oc >= (1u << 28) || merges_alloc(t, oc)) {
+		free(t->ms);
+		t->ms = old;
+		return -LYNN_ENOMEM;
+	}
+	for (size_t q = 0; q < oc; q++)
+		if (old[q].key != UINT64_MAX)
+			merge_put(t, (int32_t)(old[q].key >> 32), (int32_t)(uint32_t)old[q].key,
+				  old[q].rank, old[q].id);
+	free(old);
+	return 0;
 }
 
 static uint32_t pow2_at_least(size_t n)
@@ -358,19 +447,17 @@ static int ids_grow(struct lynn_tok *t, int32_t n)
 	if (n <= t->n_ids)
 		return 0;
 	size_t nn = (size_t)n;
-	uint32_t *a = realloc(t->doff, nn * 4), *b, *c, *d;
+	uint32_t *a = realloc(t->doff, nn * 4), *b;
 	if (!a)
 		return -LYNN_ENOMEM;
 	t->doff = a;
 	if (!(b = realloc(t->dlen, nn * 4)))
 		return -LYNN_ENOMEM;
 	t->dlen = b;
-	if (!(c = realloc(t->voff, nn * 4)))
+	struct vkey *c = realloc(t->vk, nn * sizeof *c);
+	if (!c)
 		return -LYNN_ENOMEM;
-	t->voff = c;
-	if (!(d = realloc(t->vlen, nn * 4)))
-		return -LYNN_ENOMEM;
-	t->vlen = d;
+	t->vk = c;
 	uint8_t *f = realloc(t->flags, nn);
 	if (!f)
 		return -LYNN_ENOMEM;
@@ -378,8 +465,7 @@ static int ids_grow(struct lynn_tok *t, int32_t n)
 	size_t o = (size_t)t->n_ids;
 	memset(t->doff + o, 0, (nn - o) * 4);
 	memset(t->dlen + o, 0, (nn - o) * 4);
-	memset(t->voff + o, 0, (nn - o) * 4);
-	memset(t->vlen + o, 0, (nn - o) * 4);
+	memset(t->vk + o, 0, (nn - o) * sizeof *t->vk);
 	memset(t->flags + o, 0, nn - o);
 	t->n_ids = n;
 	return 0;
@@ -399,10 +485,48 @@ static int js_fail(struct js *j, const char *msg)
 			 (size_t)(j->p - j->base));
 }
 
+/* tokenizer.json is pretty-printed: most of its bytes are indentation and
+ * short strings, so both scans go 16 bytes at a time where SSE2 exists. */
 static inline void js_ws(struct js *j)
 {
+#ifdef __SSE2__
+	const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n');
+	const __m128i cr = _mm_set1_epi8('\r'), tb = _mm_set1_epi8('\t');
+	while (j->end - j->p >= 16) {
+		__m128i x = _mm_loadu_si128((const __m128i *)j->p);
+		__m128i w = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, sp), _mm_cmpeq_epi8(x, nl)),
+					 _mm_or_si128(_mm_cmpeq_epi8(x, cr), _mm_cmpeq_epi8(x, tb)));
+		unsigned m = (unsigned)_mm_movemask_epi8(w);
+		if (m != 0xFFFF) {
+			j->p += __builtin_ctz(~m);
+			return;
+		}
+		j->p += 16;
+	}
+#endif
 	while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
 		j->p++;
+}
+
+/* First byte at or after q that is '"', '\\' or a control character. */
+static inline const uint8_t *js_str_end(const uint8_t *q, const uint8_t *end)
+{
+#ifdef __SSE2__
+	const __m128i qu = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+	const __m128i c1f = _mm_set1_epi8(0x1F);
+	while (end - q >= 16) {
+		__m128i x = _mm_loadu_si128((const __m128i *)q);
+		__m128i w = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, qu), _mm_cmpeq_epi8(x, bs)),
+					 _mm_cmpeq_epi8(_mm_max_epu8(x, c1f), c1f));
+		unsigned m = (unsigned)_mm_movemask_epi8(w);
+		if (m)
+			return q + __builtin_ctz(m);
+		q += 16;
+	}
+#endif
+	while (q < end && *q != '"' && *q != '\\' && *q >= 0x20)
+		q++;
+	return q;
 }
 
 static int js_expect(struct js *j, char c)
@@ -456,8 +580,7 @@ static int js_str(struct js *j, struct lynn_buf *b)
 	j->p++;
 	for (;;) {
 		const uint8_t *s = j->p;
-		while (j->p < j->end && *j->p != '"' && *j->p != '\\' && *j->p >= 0x20)
-			j->p++;
+		j->p = js_str_end(j->p, j->end);
 		if (j->p > s && lynn_buf_append(b, s, (size_t)(j->p - s)))
 			return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
 		if (j->p >= j->end)
@@ -508,6 +631,28 @@ static int js_str(struct js *j, struct lynn_buf *b)
 		if (lynn_buf_append(b, o, (size_t)ol))
 			return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
 	}
+}
+
+/* A string as a view: into the JSON itself when it has no escapes, else
+ * decoded into b. */
+static int js_strv(struct js *j, struct lynn_buf *b, const char **s, size_t *n)
+{
+	js_ws(j);
+	if (j->p < j->end && *j->p == '"') {
+		const uint8_t *st = j->p + 1, *q = js_str_end(st, j->end);
+		if (q < j->end && *q == '"') {
+			*s = (const char *)st;
+			*n = (size_t)(q - st);
+			j->p = q + 1;
+			return 0;
+		}
+	}
+	int rc = js_str(j, b);
+	if (rc)
+		return rc;
+	*s = b->data;
+	*n = b->len;
+	return 0;
 }
 
 static int js_int(struct js *j, int64_t *v)
@@ -640,6 +785,7 @@ static bool js_is_null(struct js *j)
 /* ===== Loading: model.vocab and model.merges ===== */
 
 struct vent {
+	uint64_t h;
 	uint32_t off, len; /* key bytes in arena */
 	int32_t id;
 	bool enc;
@@ -653,6 +799,22 @@ struct loader {
 	size_t conv_cap;
 	bool have_vocab;
 	const uint8_t *merges_at; /* merges met before vocab: parse later */
+	/* merges wait in a batch so that their hash slots can be prefetched */
+	struct mpend *mb;
+	size_t n_mb;
+	struct lynn_buf mbytes; /* decoded and raw strings of the batch */
+	int64_t guess;          /* merged id - rank of the last merge */
+};
+
+#define MERGE_BATCH 32
+
+struct mpend {
+	size_t i;          /* rank */
+	uint32_t dec, la, lb; /* decoded a then b, contiguous at mbytes + dec */
+	uint32_t raw, ra, rb; /* raw strings (for messages) at mbytes + raw */
+	uint64_t ha, hb;
+	int32_t ia, ib, im;
+	bool enc;          /* both parts byte-level */
 };
 
 static int conv_reserve(struct loader *L, size_t n)
@@ -694,14 +856,16 @@ static int parse_vocab(struct loader *L)
 		return rc;
 	while (rc == 0) {
 		int64_t id = 0;
-		if (js_str(j, &L->s1) || js_expect(j, ':') || js_int(j, &id)) {
+		const char *ks;
+		size_t kn;
+		if (js_strv(j, &L->s1, &ks, &kn) || js_expect(j, ':') || js_int(j, &id)) {
 			rc = -LYNN_EFORMAT;
 			goto out;
 		}
 		if (id < 0 || id >= MAX_IDS) {
 			rc = lynn_errf(L->j.err, -LYNN_EFORMAT,
-				       "tok: %s: model.vocab: id %lld of '%.40s' out of range",
-				       j->what, (long long)id, L->s1.data);
+				       "tok: %s: model.vocab: id %lld of '%.*s' out of range",
+				       j->what, (long long)id, (int)LYNN_MIN(kn, 40), ks);
 			goto out;
 		}
 		if (nv == cv) {
@@ -713,18 +877,18 @@ static int parse_vocab(struct loader *L)
 			}
 			v = nvp;
 		}
-		if (conv_reserve(L, L->s1.len + 1)) {
+		if (conv_reserve(L, kn + 1)) {
 			rc = lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
 			goto out;
 		}
-		long k = bytelevel_decode(t, (const uint8_t *)L->s1.data, L->s1.len, L->conv);
+		long k = bytelevel_decode(t, (const uint8_t *)ks, kn, L->conv);
 		struct vent *e = &v[nv++];
 		e->id = (int32_t)id;
 		e->enc = k >= 0;
 		if (k >= 0)
 			rc = arena_add(t, L->conv, (size_t)k, &e->off), e->len = (uint32_t)k;
 		else
-			rc = arena_add(t, L->s1.data, L->s1.len, &e->off), e->len = (uint32_t)L->s1.len;
+			rc = arena_add(t, ks, kn, &e->off), e->len = (uint32_t)kn;
 		if (rc) {
 			rc = lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
 			goto out;
@@ -760,21 +924,28 @@ static int parse_vocab(struct loader *L)
 				       "tok: %s: model.vocab: duplicate id %d", j->what, e->id);
 			goto out;
 		}
-		if (vocab_find(t, t->arena + e->off, e->len, e->enc) >= 0) {
-			rc = lynn_errf(j->err, -LYNN_EFORMAT,
-				       "tok: %s: model.vocab: duplicate token '%.*s' (id %d)", j->what,
-				       (int)LYNN_MIN(e->len, 40u), (const char *)t->arena + e->off, e->id);
-			goto out;
-		}
-		t->voff[e->id] = t->doff[e->id] = e->off;
-		t->vlen[e->id] = t->dlen[e->id] = e->len;
+		t->doff[e->id] = e->off;
+		t->dlen[e->id] = e->len;
+		t->vk[e->id] = (struct vkey){ e->off, e->len | (e->enc ? VK_ENC : 0) };
 		t->flags[e->id] = IDF_USED | IDF_VOCAB | (e->enc ? IDF_ENC : 0);
-		uint32_t h = (uint32_t)hash_bytes(t->arena + e->off, e->len, e->enc) & t->vh_mask;
-		while (t->vh[h])
-			h = (h + 1) & t->vh_mask;
-		t->vh[h] = (uint32_t)e->id + 1;
 		if (e->enc && e->len == 1)
 			t->byte_id[t->arena[e->off]] = e->id;
+		e->h = vkey_hash(t, e->id);
+	}
+	/* insert with the slots of later entries prefetched: the table is
+	 * larger than the caches */
+	for (size_t i = 0; i < nv; i++) {
+		if (i + 16 < nv)
+			__builtin_prefetch(&t->vh[(uint32_t)v[i + 16].h & t->vh_mask], 1);
+		struct vent *e = &v[i];
+		int32_t o = vocab_insert(t, e->id, e->h);
+		if (o >= 0) {
+			rc = lynn_errf(j->err, -LYNN_EFORMAT,
+				       "tok: %s: model.vocab: duplicate token '%.*s' (ids %d and %d)",
+				       j->what, (int)LYNN_MIN(e->len, 40u),
+				       (const char *)t->arena + e->off, o, e->id);
+			goto out;
+		}
 	}
 	L->have_vocab = true;
 	rc = 0;
@@ -783,31 +954,169 @@ out:
 	return rc;
 }
 
-static int merge_fail_unknown(struct loader *L, size_t i, const char *tokstr)
+/* Candidate id for hash h (its tag matches), prefetching its key; -1 if none. */
+static int32_t vocab_probe(const struct lynn_tok *t, uint64_t h)
 {
+	uint32_t i = (uint32_t)h & t->vh_mask, tag = (uint32_t)(h >> 32);
+	for (;;) {
+		uint64_t v = t->vh[i];
+		if (!v)
+			return -1;
+		if ((uint32_t)(v >> 32) == tag)
+			return (int32_t)(uint32_t)v - 1;
+		i = (i + 1) & t->vh_mask;
+	}
+}
+
+static bool vkey_eq(const struct lynn_tok *t, int32_t id, const uint8_t *s, size_t n, bool enc)
+{
+	const struct vkey *k = &t->vk[id];
+	return k->len == ((uint32_t)n | (enc ? VK_ENC : 0)) && !memcmp(t->arena + k->off, s, n);
+}
+
+static int merge_error(struct loader *L, const struct mpend *m)
+{
+	const char *raw = L->mbytes.data + m->raw;
+	const char *a = raw, *b = raw + m->ra;
+	if (m->ia < 0 || m->ib < 0) {
+		bool left = m->ia < 0;
+		return lynn_errf(L->j.err, -LYNN_EFORMAT,
+				 "tok: %s: model.merges[%zu]: token '%.*s' is not in the vocab",
+				 L->j.what, m->i, (int)LYNN_MIN(left ? m->ra : m->rb, 60),
+				 left ? a : b);
+	}
 	return lynn_errf(L->j.err, -LYNN_EFORMAT,
-			 "tok: %s: model.merges[%zu]: token '%.60s' is not in the vocab", L->j.what,
-			 i, tokstr);
+			 "tok: %s: model.merges[%zu]: merged token '%.*s%.*s' is not in the vocab",
+			 L->j.what, m->i, (int)LYNN_MIN(m->ra, 40), a, (int)LYNN_MIN(m->rb, 40), b);
+}
+
+/* Resolve and insert the pending merges, in rank order. */
+static int merge_flush(struct loader *L)
+{
+	struct lynn_tok *t = L->t;
+	const uint8_t *mb = (const uint8_t *)L->mbytes.data;
+	size_t n = L->n_mb;
+	int32_t ca[MERGE_BATCH], cb[MERGE_BATCH];
+
+	/* 1: probe the (prefetched) slots, prefetch the keys */
+	for (size_t k = 0; k < n; k++) {
+		struct mpend *m = &L->mb[k];
+		if (!m->enc)
+			continue;
+		ca[k] = vocab_probe(t, m->ha);
+		cb[k] = vocab_probe(t, m->hb);
+		if (ca[k] >= 0)
+			__builtin_prefetch(&t->vk[ca[k]]);
+		if (cb[k] >= 0)
+			__builtin_prefetch(&t->vk[cb[k]]);
+	}
+	/* 2: prefetch the key bytes */
+	for (size_t k = 0; k < n; k++) {
+		if (!L->mb[k].enc)
+			continue;
+		if (ca[k] >= 0)
+			__builtin_prefetch(t->arena + t->vk[ca[k]].off);
+		if (cb[k] >= 0)
+			__builtin_prefetch(t->arena + t->vk[cb[k]].off);
+	}
+	/* 3: verify, find the merged token, prefetch the merge slot */
+	for (size_t k = 0; k < n; k++) {
+		struct mpend *m = &L->mb[k];
+		if (m->enc) {
+			const uint8_t *a = mb + m->dec, *b = a + m->la;
+			m->ia = ca[k] >= 0 && vkey_eq(t, ca[k], a, m->la, true)
+					? ca[k] : vocab_find(t, a, m->la, true);
+			m->ib = cb[k] >= 0 && vkey_eq(t, cb[k], b, m->lb, true)
+					? cb[k] : vocab_find(t, b, m->lb, true);
+			int64_t g = (int64_t)m->i + L->guess;
+			size_t km = (size_t)m->la + m->lb;
+			if (g >= 0 && g < t->n_ids && vkey_eq(t, (int32_t)g, a, km, true))
+				m->im = (int32_t)g;
+			else
+				m->im = vocab_find(t, a, km, true);
+		}
+		if (m->ia < 0 || m->ib < 0 || m->im < 0) {
+			L->n_mb = 0;
+			return merge_error(L, m);
+		}
+		L->guess = (int64_t)m->im - (int64_t)m->i;
+		uint64_t key = (uint64_t)(uint32_t)m->ia << 32 | (uint32_t)m->ib;
+		__builtin_prefetch(&t->ms[(uint32_t)hash_pair(key) & t->mh_mask], 1);
+	}
+	/* 4: insert */
+	for (size_t k = 0; k < n; k++) {
+		struct mpend *m = &L->mb[k];
+		if (merges_reserve(t)) {
+			L->n_mb = 0;
+			return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
+		}
+		merge_put(t, m->ia, m->ib, (uint32_t)m->i, m->im);
+	}
+	L->n_mb = 0;
+	lynn_buf_reset(&L->mbytes);
+	return 0;
+}
+
+/* Queue merge i = "a" + "b" (strings in vocab form). HF requires a, b and
+ * a+b in the vocab; the merged id is usually rank + a fixed offset, which
+ * is checked before hashing. */
+static int add_merge(struct loader *L, size_t i, const char *a, size_t al, const char *b,
+		     size_t bl)
+{
+	struct lynn_tok *t = L->t;
+	struct mpend *m;
+	size_t need = 2 * (al + bl) + 8;
+
+	if (!L->mb && !(L->mb = malloc(MERGE_BATCH * sizeof *L->mb)))
+		return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
+	if (al + bl > UINT32_MAX / 4 || lynn_buf_reserve(&L->mbytes, need))
+		return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
+	m = &L->mb[L->n_mb++];
+	m->i = i;
+	m->raw = (uint32_t)L->mbytes.len;
+	m->ra = (uint32_t)al;
+	m->rb = (uint32_t)bl;
+	memcpy(L->mbytes.data + L->mbytes.len, a, al);
+	memcpy(L->mbytes.data + L->mbytes.len + al, b, bl);
+	L->mbytes.len += al + bl;
+	uint8_t *d = (uint8_t *)L->mbytes.data + L->mbytes.len;
+	long ka = bytelevel_decode(t, (const uint8_t *)a, al, d);
+	long kb = ka < 0 ? -1 : bytelevel_decode(t, (const uint8_t *)b, bl, d + ka);
+	m->enc = ka >= 0 && kb >= 0;
+	if (m->enc) {
+		m->dec = (uint32_t)L->mbytes.len;
+		m->la = (uint32_t)ka;
+		m->lb = (uint32_t)kb;
+		L->mbytes.len += (size_t)(ka + kb);
+		m->ha = hash_bytes(d, (size_t)ka, true);
+		m->hb = hash_bytes(d + ka, (size_t)kb, true);
+		__builtin_prefetch(&t->vh[(uint32_t)m->ha & t->vh_mask]);
+		__builtin_prefetch(&t->vh[(uint32_t)m->hb & t->vh_mask]);
+	} else {
+		/* a part outside the byte map: raw UTF-8 tokens, resolved now */
+		m->ia = vocab_lookup_form(L, (const uint8_t *)a, al);
+		m->ib = vocab_lookup_form(L, (const uint8_t *)b, bl);
+		m->im = -1;
+		if (m->ia < -1 || m->ib < -1)
+			return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
+		if (m->ia >= 0 && m->ib >= 0) {
+			const char *raw = L->mbytes.data + m->raw;
+			m->im = vocab_find(t, (const uint8_t *)raw, al + bl, false);
+		}
+	}
+	if (L->n_mb == MERGE_BATCH)
+		return merge_flush(L);
+	return 0;
 }
 
 static int parse_merges(struct loader *L)
 {
-	struct lynn_tok *t = L->t;
 	struct js *j = &L->j;
-	size_t i = 0, cap;
+	size_t i = 0;
 	int rc;
 
-	/* Size the table from a rough count: merges average > 8 bytes each. */
-	cap = pow2_at_least((size_t)(j->end - j->p) / 4 + 16);
-	if (cap > (1u << 26))
-		cap = 1u << 26;
-	t->mh_mask = (uint32_t)cap - 1;
-	t->mk = malloc(cap * sizeof *t->mk);
-	t->mv = malloc(cap * sizeof *t->mv);
-	if (!t->mk || !t->mv)
+	if (merges_alloc(L->t, (size_t)L->t->n_ids))
 		return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
-	memset(t->mk, 0xff, cap * sizeof *t->mk);
-
 	rc = js_open(j, '[');
 	if (rc < 0)
 		return rc;
@@ -816,69 +1125,33 @@ static int parse_merges(struct loader *L)
 		size_t al, bl;
 		if (js_is(j, '[')) {
 			j->p++;
-			if (js_str(j, &L->s1) || js_expect(j, ',') || js_str(j, &L->s2) ||
-			    js_expect(j, ']'))
-				return -LYNN_EFORMAT;
-			a = L->s1.data, al = L->s1.len, b = L->s2.data, bl = L->s2.len;
+			/* the first view may point into s1, the second into s2 */
+			if (js_strv(j, &L->s1, &a, &al) || js_expect(j, ',') ||
+			    js_strv(j, &L->s2, &b, &bl) || js_expect(j, ']'))
+				return merge_flush(L) ? -LYNN_EFORMAT : -LYNN_EFORMAT;
 		} else {
-			if (js_str(j, &L->s1))
-				return -LYNN_EFORMAT;
-			char *sp = memchr(L->s1.data, ' ', L->s1.len);
-			if (!sp || memchr(sp + 1, ' ', L->s1.len - (size_t)(sp + 1 - L->s1.data)))
+			const char *m;
+			size_t ml;
+			if (js_strv(j, &L->s1, &m, &ml))
+				return merge_flush(L) ? -LYNN_EFORMAT : -LYNN_EFORMAT;
+			const char *sp = memchr(m, ' ', ml);
+			if (!sp || memchr(sp + 1, ' ', ml - (size_t)(sp + 1 - m)))
 				return lynn_errf(j->err, -LYNN_EFORMAT,
-						 "tok: %s: model.merges[%zu]: '%.60s' is not two tokens "
+						 "tok: %s: model.merges[%zu]: '%.*s' is not two tokens "
 						 "separated by one space",
-						 j->what, i, L->s1.data);
-			a = L->s1.data, al = (size_t)(sp - L->s1.data);
-			b = sp + 1, bl = L->s1.len - al - 1;
+						 j->what, i, (int)LYNN_MIN(ml, 60), m);
+			a = m, al = (size_t)(sp - m);
+			b = sp + 1, bl = ml - al - 1;
 		}
-		/* merged string a+b in vocab form */
-		lynn_buf_reset(&L->s3);
-		if (lynn_buf_append(&L->s3, a, al) || lynn_buf_append(&L->s3, b, bl))
-			return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
-		int32_t ia = vocab_lookup_form(L, (const uint8_t *)a, al);
-		int32_t ib = vocab_lookup_form(L, (const uint8_t *)b, bl);
-		int32_t im = vocab_lookup_form(L, (const uint8_t *)L->s3.data, L->s3.len);
-		if (ia < -1 || ib < -1 || im < -1)
-			return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
-		if (ia < 0 || ib < 0 || im < 0) {
-			char tmp[64];
-			const char *bad = ia < 0 ? a : ib < 0 ? b : L->s3.data;
-			size_t bn = ia < 0 ? al : ib < 0 ? bl : L->s3.len;
-			snprintf(tmp, sizeof tmp, "%.*s", (int)LYNN_MIN(bn, 60), bad);
-			return merge_fail_unknown(L, i, tmp);
-		}
-		if (t->n_merges * 2 + 2 > (size_t)t->mh_mask + 1) {
-			/* grow: rehash */
-			size_t nc = ((size_t)t->mh_mask + 1) * 2;
-			uint64_t *nk = malloc(nc * sizeof *nk), *nvv = malloc(nc * sizeof *nvv);
-			if (!nk || !nvv || nc > (1u << 30)) {
-				free(nk);
-				free(nvv);
-				return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
-			}
-			memset(nk, 0xff, nc * sizeof *nk);
-			uint64_t *ok = t->mk, *ov = t->mv;
-			size_t oc = (size_t)t->mh_mask + 1;
-			t->mk = nk;
-			t->mv = nvv;
-			t->mh_mask = (uint32_t)nc - 1;
-			t->n_merges = 0;
-			for (size_t q = 0; q < oc; q++)
-				if (ok[q] != UINT64_MAX)
-					merge_put(t, (int32_t)(ok[q] >> 32), (int32_t)(uint32_t)ok[q],
-						  (uint32_t)(ov[q] >> 32), (int32_t)(uint32_t)ov[q]);
-			free(ok);
-			free(ov);
-		}
-		merge_put(t, ia, ib, (uint32_t)i, im);
+		if ((rc = add_merge(L, i, a, al, b, bl)))
+			return rc;
 		i++;
 		rc = js_next(j, ']');
 		if (rc < 0)
 			return rc;
 		rc = rc ? 0 : 1;
 	}
-	return 0;
+	return merge_flush(L);
 }
 
 static int parse_model(struct loader *L)
@@ -997,15 +1270,10 @@ static int parse_model(struct loader *L)
 	}
 	if (!have_merges && !L->merges_at) {
 		/* a BPE with no merges: every piece stays bytes; allowed */
-		struct lynn_tok *t = L->t;
-		t->mh_mask = 15;
-		t->mk = malloc(16 * sizeof *t->mk);
-		t->mv = malloc(16 * sizeof *t->mv);
-		if (!t->mk || !t->mv) {
-			rc = -LYNN_ENOMEM;
+		if (merges_alloc(L->t, 8)) {
+			rc = lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
 			goto out;
 		}
-		memset(t->mk, 0xff, 16 * sizeof *t->mk);
 	}
 	if (L->unk.data) {
 		L->t->unk_id = vocab_lookup_form(L, (const uint8_t *)L->unk.data, L->unk.len);
@@ -1583,6 +1851,8 @@ out:
 	lynn_buf_release(&L.s2);
 	lynn_buf_release(&L.s3);
 	lynn_buf_release(&L.unk);
+	lynn_buf_release(&L.mbytes);
+	free(L.mb);
 	free(L.conv);
 	if (rc) {
 		if (err && !err->code)
@@ -1663,13 +1933,11 @@ void lynn_tok_free(struct lynn_tok *t)
 		return;
 	free(t->doff);
 	free(t->dlen);
-	free(t->voff);
-	free(t->vlen);
+	free(t->vk);
 	free(t->flags);
 	free(t->arena);
 	free(t->vh);
-	free(t->mk);
-	free(t->mv);
+	free(t->ms);
 	for (size_t i = 0; i < t->n_added; i++)
 		free(t->added[i].text);
 	free(t->added);
@@ -1726,14 +1994,10 @@ int lynn_tok_builder_set(struct lynn_tok *t, int32_t id, const char *s, size_t n
 		bool enc = k >= 0;
 		if (vocab_find(t, t->arena + off, t->dlen[id], enc) >= 0)
 			return 0; /* duplicate string: the first id keeps it */
-		t->voff[id] = off;
-		t->vlen[id] = t->dlen[id];
+		t->vk[id] = (struct vkey){ off, t->dlen[id] | (enc ? VK_ENC : 0) };
 		t->flags[id] |= IDF_VOCAB | (enc ? IDF_ENC : 0);
-		uint32_t h = (uint32_t)hash_bytes(t->arena + off, t->vlen[id], enc) & t->vh_mask;
-		while (t->vh[h])
-			h = (h + 1) & t->vh_mask;
-		t->vh[h] = (uint32_t)id + 1;
-		if (enc && t->vlen[id] == 1)
+		vocab_insert(t, id, vkey_hash(t, id));
+		if (enc && t->dlen[id] == 1)
 			t->byte_id[t->arena[off]] = id;
 		return 0;
 	}
@@ -1767,15 +2031,12 @@ int lynn_tok_builder_merges(struct lynn_tok *t, const char *const *merges, size_
 {
 	struct loader L = { 0 };
 	int rc = 0;
-	size_t cap = pow2_at_least(n * 2 + 2);
 
 	L.t = t;
-	t->mh_mask = (uint32_t)cap - 1;
-	t->mk = malloc(cap * sizeof *t->mk);
-	t->mv = malloc(cap * sizeof *t->mv);
-	if (!t->mk || !t->mv)
+	L.j.what = "gguf tokenizer.ggml.merges";
+	L.j.err = err;
+	if (merges_alloc(t, n))
 		return lynn_errf(err, -LYNN_ENOMEM, "tok: out of memory");
-	memset(t->mk, 0xff, cap * sizeof *t->mk);
 	for (size_t i = 0; i < n; i++) {
 		const char *m = merges[i], *sp = strchr(m, ' ');
 		if (!sp) {
@@ -1783,23 +2044,13 @@ int lynn_tok_builder_merges(struct lynn_tok *t, const char *const *merges, size_
 				       m);
 			goto out;
 		}
-		size_t al = (size_t)(sp - m), bl = strlen(sp + 1);
-		int32_t ia = vocab_lookup_form(&L, (const uint8_t *)m, al);
-		int32_t ib = vocab_lookup_form(&L, (const uint8_t *)sp + 1, bl);
-		lynn_buf_reset(&L.s3);
-		if (lynn_buf_append(&L.s3, m, al) || lynn_buf_append(&L.s3, sp + 1, bl)) {
-			rc = lynn_errf(err, -LYNN_ENOMEM, "tok: out of memory");
+		if ((rc = add_merge(&L, i, m, (size_t)(sp - m), sp + 1, strlen(sp + 1))))
 			goto out;
-		}
-		int32_t im = vocab_lookup_form(&L, (const uint8_t *)L.s3.data, L.s3.len);
-		if (ia < 0 || ib < 0 || im < 0) {
-			rc = lynn_errf(err, -LYNN_EFORMAT,
-				       "tok: merges[%zu]: '%.60s' names a token not in the vocab", i, m);
-			goto out;
-		}
-		merge_put(t, ia, ib, (uint32_t)i, im);
 	}
+	rc = merge_flush(&L);
 out:
+	free(L.mb);
+	lynn_buf_release(&L.mbytes);
 	lynn_buf_release(&L.s3);
 	free(L.conv);
 	return rc;
