@@ -43,5 +43,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

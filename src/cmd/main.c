@@ -28,6 +28,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
 	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
 	{ "template", cmd_template, "render a chat prompt with the model's chat template" },
+	{ "tokenize", cmd_tokenize, "encode text to token ids or decode ids to text" },
 };
 
 static const struct lynn_cmd *find_cmd(const char *name)
