@@ -7,3 +7,5 @@ echo "== lynn --version"
 echo "== lynn help"
 ./lynn help
 if test -d tests/fixtures/qwen35moe-tiny; then echo "== lynn inspect tests/fixtures/qwen35moe-tiny"; ./lynn inspect tests/fixtures/qwen35moe-tiny; fi
+echo "== lynn eval (four gates; scripted endpoint)"
+sh tests/tools/demo_eval.sh
