@@ -36,8 +36,6 @@ static void print_gate(const cJSON *gates, const char *key, const char *title)
 	printf("%s gate %s\n", pass ? "\xe2\x9c\x93" : "\xe2\x9c\x97", title);
 	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(g, "reasons"))
 		printf("    - %s\n", r->valuestring);
-	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(g, "not_checked"))
-		printf("    (not checked: %s)\n", r->valuestring);
 }
 
 int cmd_pack(int argc, char **argv)
@@ -90,11 +88,7 @@ int cmd_pack(int argc, char **argv)
 	rc = lynn_pack_run(argv[optind], argv[optind + 1], &po, &rep, &pass, &err);
 	if (rc)
 		return cmd_fail(&err);
-	if (report_path && !po.dry_run && lynn_json_write(report_path, rep, &err)) {
-		cJSON_Delete(rep);
-		return cmd_fail(&err);
-	}
-	if (report_path && po.dry_run && lynn_json_write(report_path, rep, &err)) {
+	if (report_path && lynn_json_write(report_path, rep, &err)) {
 		cJSON_Delete(rep);
 		return cmd_fail(&err);
 	}

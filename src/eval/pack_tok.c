@@ -4,32 +4,24 @@
  * to non-empty ids below the model's vocab size, decodes them back to the
  * text, resolves eos/pad to ids, and the chat template renders a one-turn
  * conversation with the generation prompt.
- *
- * The tokenizer (lynn/tok.h) and template (lynn/chat.h) modules are separate
- * work; until a build has them this gate checks what it can (the files parse,
- * ids within the vocab) and lists the rest under "not_checked".
+ * It uses lynn's own tokenizer (lynn/tok.h) and chat template engine
+ * (lynn/chat.h), so a folder that passes is one lynn itself can serve.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "eval/pack_internal.h"
+#include "lynn/chat.h"
 #include "lynn/config.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
-
-#if defined(__has_include)
-#if __has_include("lynn/tok.h") && __has_include("lynn/chat.h")
-#define PACK_HAVE_TOK 1
-#include "lynn/chat.h"
 #include "lynn/tok.h"
-#endif
-#endif
+
 
 /* tokenizer.json of a 248k vocab is ~12 MB; allow generous room */
 #define TOK_JSON_MAX (512u << 20)
 
-#ifdef PACK_HAVE_TOK
 /* Probe texts, already in NFC so decode must give them back byte for byte. */
 static const char *const probes[] = {
 	"Hello, world! The quick brown fox jumps over the lazy dog.",
@@ -40,7 +32,6 @@ static const char *const probes[] = {
 	"a  b\t\tc\n\n\n   d    \r\n  e      ",
 };
 static const char *const probe_names[] = { "ascii", "chinese", "emoji", "code", "whitespace" };
-#endif
 
 static char *read_text(char *(*resolve)(const void *, const char *), const void *ctx,
 		       const char *name, size_t max, size_t *len)
@@ -64,7 +55,6 @@ bool pack_gate_tokenizer(char *(*resolve)(const void *ctx, const char *name), co
 	struct lynn_config cfg;
 	struct lynn_err err;
 	int64_t vocab = -1;
-	cJSON *not_checked = NULL;
 
 	pack_gate_init(&g, gate);
 	if (!tj) {
@@ -78,7 +68,6 @@ bool pack_gate_tokenizer(char *(*resolve)(const void *ctx, const char *name), co
 	} else {
 		pack_reason(&g, "no usable config.json to take vocab_size from");
 	}
-#ifdef PACK_HAVE_TOK
 	{
 		struct lynn_tok *tok = lynn_tok_load_json("tokenizer.json", tj, tj_len, tc, gc, &err);
 		cJSON *pr = cJSON_AddArrayToObject(gate, "probes");
@@ -186,21 +175,7 @@ bool pack_gate_tokenizer(char *(*resolve)(const void *ctx, const char *name), co
 		free(tpl_src);
 		lynn_tok_free(tok);
 	}
-#else
-	{
-		cJSON *j = cJSON_ParseWithLength(tj, tj_len);
-		if (!j || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "model")))
-			pack_reason(&g, "tokenizer.json is not a JSON object with a 'model'");
-		cJSON_Delete(j);
-		not_checked = cJSON_AddArrayToObject(gate, "not_checked");
-		cJSON_AddItemToArray(not_checked, cJSON_CreateString(
-			"encode/decode probes, eos/pad ids (this build has no tokenizer module)"));
-		cJSON_AddItemToArray(not_checked, cJSON_CreateString(
-			"chat template rendering (this build has no template module)"));
-	}
-#endif
 out:
-	(void)not_checked;
 	free(tj);
 	free(tc);
 	free(gc);
