@@ -116,9 +116,21 @@ static int copy_step(struct pctx *c, struct lynn_err *err)
 	}
 	if (c->dry || !cJSON_GetArraySize(c->copied))
 		return 0;
-	if (access(c->dst, W_OK) < 0)
-		return lynn_errf(err, -LYNN_EIO, "pack: cannot write into '%s': %s", c->dst,
-				 strerror(errno));
+	{
+		/* probe with a real file: access(W_OK) says yes to root on a
+		 * read-only mount or an immutable folder */
+		char *probe = lynn_path_join(c->dst, ".lynn-pack-probe-XXXXXX");
+		int fd = probe ? mkstemp(probe) : -1;
+		int e = errno;
+		if (fd >= 0) {
+			close(fd);
+			unlink(probe);
+		}
+		free(probe);
+		if (fd < 0)
+			return lynn_errf(err, -LYNN_EIO, "pack: cannot write into '%s': %s", c->dst,
+					 strerror(e));
+	}
 	{
 		const cJSON *e;
 		cJSON_ArrayForEach(e, c->copied) {
