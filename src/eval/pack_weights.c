@@ -261,7 +261,7 @@ static void expect_linear(struct wctx *w, const char *base, int64_t N, int64_t K
 
 static void expect_layer(struct wctx *w, const struct lynn_config *c, int i)
 {
-	char b[400], e[480];
+	char b[400], e[600];
 	const int64_t H = c->hidden_size;
 	const int64_t kd = (int64_t)c->lin_n_k_heads * c->lin_k_dim;
 	const int64_t vd = (int64_t)c->lin_n_v_heads * c->lin_v_dim;
@@ -309,7 +309,7 @@ static void expect_layer(struct wctx *w, const struct lynn_config *c, int i)
 		return;
 	}
 	{
-		char x[40];
+		char x[64];
 		int present = 0;
 		for (int64_t k = 0; k < E && !present; k++) {
 			snprintf(x, sizeof x, "mlp.experts.%lld.", (long long)k);
