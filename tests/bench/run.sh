@@ -7,3 +7,4 @@ echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d
 sh tests/bench/bench_inspect.sh
 sh tests/bench/runner.sh
 sh tests/bench/bench_eval.sh 50
+sh tests/bench/bench_pack.sh
