@@ -86,6 +86,12 @@ int lynn_engine_generate(struct lynn_engine *e, const int32_t *prompt, size_t n,
 			 const struct lynn_gen_opts *opts, struct lynn_gen_result *r,
 			 struct lynn_err *err);
 
+/* The 5 built-in bilingual probe prompts of `lynn sanity` (SPEC §4); the
+ * first two are merge's coherence probes. tests/tools/gen_fixtures.py holds
+ * the same strings. */
+#define LYNN_N_PROBE_PROMPTS 5
+extern const char *const lynn_probe_prompts[LYNN_N_PROBE_PROMPTS];
+
 /* Last-position logits of `prompt` (n_vocab floats into `logits`). */
 int lynn_engine_last_logits(struct lynn_engine *e, const int32_t *prompt, size_t n, float *logits,
 			    struct lynn_err *err);

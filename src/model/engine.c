@@ -10,6 +10,14 @@
 #include "lynn/lora.h"
 #include "lynn/progress.h"
 
+const char *const lynn_probe_prompts[LYNN_N_PROBE_PROMPTS] = {
+	"Explain in two sentences why the sky is blue.",
+	"用两句话解释为什么天空是蓝色的。",
+	"Write a Python function that returns the n-th Fibonacci number.",
+	"请列出三个提高睡眠质量的建议。",
+	"What is 17 times 23? Answer with the number only.",
+};
+
 struct lynn_engine {
 	char *dir;
 	struct lynn_model *model;
