@@ -222,6 +222,7 @@ int cmd_generate(int argc, char **argv)
 		}
 	}
 	printf("\n");
+	fflush(stdout);
 	double t2 = now_s();
 	lynn_log_info("generate: load %.2f s, prompt %zu tokens, time to first token %.3f s "
 		      "(%.1f tok/s prefill), %ld tokens, decode %.2f tok/s",
