@@ -38,5 +38,11 @@ int cmd_version(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_push(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_score(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_template(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif
