@@ -8,10 +8,15 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "lynn/buf.h"
+#include "lynn/chat.h"
+#include "lynn/fs.h"
+#include "lynn/json.h"
 #include "lynn/log.h"
 #include "lynn/lora.h"
 #include "lynn/model.h"
 #include "lynn/sample.h"
+#include "lynn/tok.h"
 #include "lynn/util.h"
 
 static void usage(FILE *f)
@@ -65,12 +70,58 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
 	return 0;
 }
 
-static bool is_eos(const struct lynn_config *c, int32_t id)
+static bool is_eos(const struct lynn_config *c, const struct lynn_tok *tok, int32_t id)
 {
 	for (int i = 0; i < c->n_eos; i++)
 		if (c->eos_ids[i] == id)
 			return true;
-	return false;
+	return tok && lynn_tok_is_eog(tok, id);
+}
+
+/* The prompt's ids from text: --prompt (a user message, or the raw text
+ * with --raw) or --messages (a JSON array), rendered with the model's chat
+ * template (enable_thinking from --think, generation prompt added), then
+ * encoded (special tokens written in the text are matched whole). */
+static int text_prompt(const char *model, const struct lynn_tok *tok, const char *prompt,
+		       const char *messages, bool raw, bool think, struct lynn_tok_ids *ids,
+		       struct lynn_err *err)
+{
+	struct lynn_chat_template *t = NULL;
+	char *msgs = NULL, *text = NULL;
+	size_t len = 0;
+	int rc;
+	if (raw) {
+		rc = lynn_tok_encode(tok, prompt, strlen(prompt), 0, ids, err);
+		goto out;
+	}
+	if (prompt) {
+		cJSON *arr = cJSON_CreateArray(), *msg = cJSON_CreateObject();
+		cJSON_AddItemToArray(arr, msg);
+		cJSON_AddStringToObject(msg, "role", "user");
+		cJSON_AddStringToObject(msg, "content", prompt);
+		msgs = cJSON_PrintUnformatted(arr);
+		cJSON_Delete(arr);
+		if (!msgs) {
+			rc = lynn_errf(err, -LYNN_ENOMEM, "generate: out of memory");
+			goto out;
+		}
+	} else if ((rc = lynn_file_read(messages, 64u << 20, &msgs, &len, err))) {
+		goto out;
+	}
+	if (!(t = lynn_chat_template_load(model, err))) {
+		rc = err->code;
+		goto out;
+	}
+	struct lynn_chat_input in = { .messages_json = msgs, .add_generation_prompt = true,
+				      .enable_thinking = think ? 1 : 0 };
+	if ((rc = lynn_chat_render(t, &in, &text, &len, err)))
+		goto out;
+	rc = lynn_tok_encode(tok, text, len, 0, ids, err);
+out:
+	lynn_chat_template_free(t);
+	free(msgs);
+	free(text);
+	return rc;
 }
 
 int cmd_generate(int argc, char **argv)
@@ -95,7 +146,10 @@ int cmd_generate(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *model = NULL, *adapter = NULL, *prompt = NULL, *messages = NULL, *ids_s = NULL;
-	bool print_ids = false;
+	bool print_ids = false, raw = false, think = false;
+	struct lynn_tok *tok = NULL;
+	struct lynn_tok_ids tids = LYNN_TOK_IDS_INIT;
+	struct lynn_buf text = LYNN_BUF_INIT;
 	long max_tokens = 256, threads = 0, v;
 	struct lynn_sample_params sp;
 	struct lynn_err err = { 0 };
@@ -149,8 +203,8 @@ int cmd_generate(int argc, char **argv)
 			sp.seed = sv;
 			break;
 		}
-		case 'k': break; /* enable_thinking: used with the chat template */
-		case 'r': break;
+		case 'k': think = true; break;
+		case 'r': raw = true; break;
 		case 'I': print_ids = true; break;
 		case 't':
 			if (parse_long("--threads", optarg, 1, 4096, &threads))
@@ -166,22 +220,33 @@ int cmd_generate(int argc, char **argv)
 		return cmd_usage_error("generate", "--model is required");
 	if (!!prompt + !!messages + !!ids_s != 1)
 		return cmd_usage_error("generate", "give exactly one of --prompt, --messages, --ids");
-	if (!ids_s) {
-		lynn_errf(&err, -LYNN_EUNSUPPORTED,
-			  "generate: text prompts need the tokenizer, not in this build; use --ids");
-		return cmd_fail(&err);
+	if (raw && messages)
+		return cmd_usage_error("generate", "--raw goes with --prompt (messages need the template)");
+	if (!ids_s || !print_ids) { /* text in or out: the tokenizer */
+		tok = lynn_tok_load(model, &err);
+		if (!tok) {
+			status = cmd_fail(&err);
+			fprintf(stderr, "lynn generate: text %s needs the model's tokenizer; use --ids%s\n",
+				ids_s ? "output" : "input", ids_s ? " with --print-ids" : "");
+			goto out;
+		}
 	}
-	if (!print_ids) {
-		lynn_errf(&err, -LYNN_EUNSUPPORTED,
-			  "generate: text output needs the tokenizer, not in this build; use --print-ids");
-		return cmd_fail(&err);
-	}
-	if (lynn_parse_ids(ids_s, &ids, &n_ids, &err)) {
-		status = cmd_fail(&err);
-		goto out;
+	if (ids_s) {
+		if (lynn_parse_ids(ids_s, &ids, &n_ids, &err)) {
+			status = cmd_fail(&err);
+			goto out;
+		}
+	} else {
+		if (text_prompt(model, tok, prompt, messages, raw, think, &tids, &err)) {
+			status = cmd_fail(&err);
+			goto out;
+		}
+		ids = tids.ids;
+		n_ids = tids.n;
+		tids.ids = NULL;
 	}
 	if (n_ids == 0) {
-		status = cmd_usage_error("generate", "--ids: no token ids");
+		status = cmd_usage_error("generate", "the prompt has no tokens");
 		goto out;
 	}
 	struct lynn_model_opts mo = { .n_threads = (int)threads };
@@ -200,6 +265,9 @@ int cmd_generate(int argc, char **argv)
 		status = cmd_fail(&err);
 		goto out;
 	}
+	struct lynn_tok_stream ts;
+	if (tok)
+		lynn_tok_stream_init(&ts, tok, LYNN_TOK_F_SKIP_SPECIAL);
 	double t1 = now_s(), t_first = 0;
 	long n_gen = 0;
 	if (max_tokens > 0 && lynn_model_prefill(m, seq, ids, (int64_t)n_ids, false, logits, &err)) {
@@ -207,19 +275,36 @@ int cmd_generate(int argc, char **argv)
 		goto out;
 	}
 	while (n_gen < max_tokens) {
-		int32_t tok = lynn_sampler_sample(smp, logits);
+		int32_t id = lynn_sampler_sample(smp, logits);
 		n_gen++;
 		if (n_gen == 1)
 			t_first = now_s();
-		printf("%s%d", n_gen > 1 ? " " : "", tok);
+		bool stop = is_eos(cfg, tok, id) || n_gen == max_tokens;
+		if (print_ids) {
+			printf("%s%d", n_gen > 1 ? " " : "", id);
+		} else if (!is_eos(cfg, tok, id)) {
+			lynn_buf_reset(&text);
+			if (lynn_tok_stream_push(&ts, id, &text, &err)) {
+				status = cmd_fail(&err);
+				goto out;
+			}
+			if (stop)
+				lynn_tok_stream_flush(&ts, &text);
+			fwrite(text.data ? text.data : "", 1, text.len, stdout);
+		}
 		fflush(stdout);
-		if (is_eos(cfg, tok) || n_gen == max_tokens)
+		if (stop)
 			break;
-		if (lynn_model_decode(m, 1, &seq, &tok, logits, &err)) {
+		if (lynn_model_decode(m, 1, &seq, &id, logits, &err)) {
 			printf("\n");
 			status = cmd_fail(&err);
 			goto out;
 		}
+	}
+	if (!print_ids && tok) { /* a pending partial character at the end */
+		lynn_buf_reset(&text);
+		lynn_tok_stream_flush(&ts, &text);
+		fwrite(text.data ? text.data : "", 1, text.len, stdout);
 	}
 	printf("\n");
 	fflush(stdout);
@@ -236,5 +321,8 @@ out:
 	lynn_seq_free(seq);
 	lynn_model_close(m);
 	lynn_lora_free(lora);
+	lynn_tok_free(tok);
+	lynn_tok_ids_release(&tids);
+	lynn_buf_release(&text);
 	return status;
 }
