@@ -621,6 +621,18 @@ START_TEST(test_cli)
 	ck_assert_int_eq(r.status, 2);
 	ck_assert(strstr(r.err, "99999"));
 	tu_run_free(&r);
+	/* a broken .gguf */
+	char *dir = tu_mkdtemp(), args[512];
+	char *gp = lynn_path_join(dir, "x.gguf");
+	tu_write(gp, "GGUF\x03\0\0\0\x01", 9);
+	snprintf(args, sizeof args, "tokenize --model %s --text hi", gp);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert(strstr(r.err, "x.gguf"));
+	tu_run_free(&r);
+	lynn_rm_rf(dir);
+	free(gp);
+	free(dir);
 	r = tu_lynn("tokenize --bogus", NULL, NULL);
 	ck_assert_int_eq(r.status, 2);
 	tu_run_free(&r);
