@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <cjson/cJSON.h>
 
 #include "lynn/chat.h"
 #include "lynn/jinja.h"
@@ -170,12 +171,68 @@ START_TEST(test_templates_vs_jinja2)
 }
 END_TEST
 
+
+/* ---- semantic cases rendered by Jinja2 (tests/fixtures/jinja_cases.json) ---- */
+
+START_TEST(test_semantic_cases)
+{
+	char *text = tu_read(FIXTURES "/jinja_cases.json", NULL);
+	cJSON *cases = cJSON_Parse(text), *c;
+	int n = 0, bad = 0;
+	struct lynn_jinja_opts jo = { .now = FIXED_NOW };
+	setenv("TZ", "UTC", 1);
+	tzset();
+	ck_assert(cJSON_IsArray(cases));
+	cJSON_ArrayForEach(c, cases) {
+		const char *name = cJSON_GetObjectItem(c, "name")->valuestring;
+		const char *src = cJSON_GetObjectItem(c, "template")->valuestring;
+		const char *ctx = cJSON_GetObjectItem(c, "context")->valuestring;
+		const cJSON *want = cJSON_GetObjectItem(c, "output"), *werr = cJSON_GetObjectItem(c, "error");
+		struct lynn_err err = { 0 };
+		struct lynn_jinja *t = lynn_jinja_parse(name, src, strlen(src), &err);
+		char *out = NULL;
+		size_t len = 0;
+		int rc = t ? lynn_jinja_render(t, ctx, SIZE_MAX, &jo, &out, &len, &err) : err.code;
+		n++;
+		if (want) {
+			if (rc || len != strlen(want->valuestring) || memcmp(out, want->valuestring, len)) {
+				bad++;
+				fprintf(stderr, "case %s: want [%s] got [%s]\n", name, want->valuestring,
+					rc ? err.msg : out);
+			}
+		} else {
+			ck_assert_ptr_nonnull(werr);
+			if (!rc) {
+				bad++;
+				fprintf(stderr, "case %s: Jinja2 fails (%s), lynn rendered [%s]\n", name,
+					werr->valuestring, out);
+			} else {
+				/* every error names the template and, except context errors, line:col */
+				char pat[128];
+				snprintf(pat, sizeof pat, "jinja: '%s':", name);
+				ck_assert_msg(strstr(err.msg, pat) != NULL, "%s: error without location: %s", name, err.msg);
+				if (strstr(werr->valuestring, "TemplateError: "))  /* raise_exception keeps the message */
+					ck_assert_msg(strstr(err.msg, strstr(werr->valuestring, ": ") + 2) != NULL,
+						      "%s: message lost: %s", name, err.msg);
+			}
+		}
+		free(out);
+		lynn_jinja_free(t);
+	}
+	ck_assert_int_ge(n, 80);
+	ck_assert_msg(bad == 0, "%d of %d semantic cases differ from Jinja2", bad, n);
+	cJSON_Delete(cases);
+	free(text);
+}
+END_TEST
+
 Suite *jinja_suite(void)
 {
 	Suite *s = suite_create("jinja");
 	TCase *tc = tcase_create("oracle");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_templates_vs_jinja2);
+	tcase_add_test(tc, test_semantic_cases);
 	suite_add_tcase(s, tc);
 	return s;
 }
