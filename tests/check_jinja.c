@@ -226,6 +226,100 @@ START_TEST(test_semantic_cases)
 }
 END_TEST
 
+
+/* ---- bad input: errors with line and column, never a crash ---- */
+
+START_TEST(test_bad_templates)
+{
+	static const struct {
+		const char *src, *ctx;
+		int code;
+		const char *where; /* "line:col" expected in the message, or NULL */
+	} cases[] = {
+		{ "{% if x %}abc", "{}", -LYNN_EFORMAT, ":1:4:" },
+		{ "a\n{% for x in y %}\nabc", "{}", -LYNN_EFORMAT, ":2:4:" },
+		{ "{% for x in y %}{% endif %}", "{}", -LYNN_EFORMAT, ":1:20:" },
+		{ "line1\n  {{ x|nofilter }}", "{}", -LYNN_EFORMAT, ":2:8:" },
+		{ "{{ x is notatest }}", "{}", -LYNN_EFORMAT, ":1:" },
+		{ "{{ 'abc }}", "{}", -LYNN_EFORMAT, ":1:4:" },
+		{ "{{ x ", "{}", -LYNN_EFORMAT, ":1:" },
+		{ "{# open comment", "{}", -LYNN_EFORMAT, ":1:1:" },
+		{ "{% endif %}", "{}", -LYNN_EFORMAT, ":1:4:" },
+		{ "{% %}", "{}", -LYNN_EFORMAT, ":1:" },
+		{ "{% for %}", "{}", -LYNN_EFORMAT, ":1:" },
+		{ "{{ (1 }}", "{}", -LYNN_EFORMAT, ":1:" },
+		{ "{{ 1 ) }}", "{}", -LYNN_EFORMAT, ":1:6:" },
+		{ "{% break %}", "{}", -LYNN_EFORMAT, ":1:4:" },
+		{ "{% generation %}x{% endgeneration %}", "{}", -LYNN_EFORMAT, ":1:4:" },
+		{ "{{ 99999999999999999999 }}", "{}", -LYNN_EFORMAT, ":1:4:" },
+		{ "\x00\xff{{\x01}}", "{}", -LYNN_EFORMAT, ":1:" },
+		/* runtime errors */
+		{ "\n\n   {{ x.y.z }}", "{}", -LYNN_EFORMAT, ":3:" },
+		{ "{{ raise_exception('stop here') }}", "{}", -LYNN_EINVAL, ":1:" },
+		{ "{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(1) }}", "{}", -LYNN_EUNSUPPORTED, ":1:" },
+		{ "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "{}",
+		  -LYNN_EUNSUPPORTED, ":1:" },
+		{ "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+		  "{}", -LYNN_EUNSUPPORTED, ":1:" },
+		{ "{{ 'x' * 1000000000000 }}", "{}", -LYNN_EUNSUPPORTED, ":1:" },
+		{ "{{ 1 // 0 }}", "{}", -LYNN_EFORMAT, ":1:" },
+		{ "{{ x }}", "{\"x\": [", -LYNN_EFORMAT, NULL },
+		{ "{{ x }}", "[1]", -LYNN_EFORMAT, NULL },
+		{ "{{ x }}", "{\"x\": \"\\ud800\\u\"}", -LYNN_EFORMAT, NULL },
+	};
+	struct lynn_jinja_opts jo = { .max_loop = 1000000 };
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct lynn_err err = { 0 };
+		size_t len = strlen(cases[i].src) + (i == 16 ? 1 : 0); /* case 16 has a NUL byte first */
+		struct lynn_jinja *t;
+		char *out = NULL;
+		int rc;
+		if (i == 16)
+			len = 8;
+		t = lynn_jinja_parse("bad.jinja", cases[i].src, len, &err);
+		rc = t ? lynn_jinja_render(t, cases[i].ctx, SIZE_MAX, &jo, &out, NULL, &err) : err.code;
+		ck_assert_msg(rc == cases[i].code, "case %zu: rc %d, want %d (%s)", i, rc, cases[i].code, err.msg);
+		ck_assert_msg(strstr(err.msg, "jinja: 'bad.jinja'") != NULL, "case %zu: %s", i, err.msg);
+		if (cases[i].where)
+			ck_assert_msg(strstr(err.msg, cases[i].where) != NULL, "case %zu: want %s in: %s", i,
+				      cases[i].where, err.msg);
+		ck_assert_ptr_null(out);
+		lynn_jinja_free(t);
+	}
+}
+END_TEST
+
+START_TEST(test_deep_nesting)
+{
+	/* parser and JSON depth limits keep the C stack bounded */
+	size_t n = 100000, o = 0;
+	char *src = malloc(2 * n + 16), *ctx = malloc(n + 16), *out = NULL;
+	struct lynn_err err = { 0 };
+	struct lynn_jinja *t;
+	memcpy(src, "{{ ", 3);
+	memset(src + 3, '(', n);
+	memcpy(src + 3 + n, "1 }}", 5);
+	t = lynn_jinja_parse("deep.jinja", src, strlen(src), &err);
+	ck_assert_ptr_null(t);
+	ck_assert_ptr_nonnull(strstr(err.msg, "deep.jinja':1:"));
+	for (size_t i = 0; i < 2000; i++)
+		o += (size_t)sprintf(src + o, "{%% if x %%}");
+	t = lynn_jinja_parse("deep.jinja", src, o, &err);
+	ck_assert_ptr_null(t);
+	ck_assert_ptr_nonnull(strstr(err.msg, "nested too deeply"));
+	t = lynn_jinja_parse("deep.jinja", "{{ x|length }}", 14, &err);
+	ck_assert_ptr_nonnull(t);
+	strcpy(ctx, "{\"x\": ");
+	memset(ctx + 6, '[', n);
+	ctx[6 + n] = 0;
+	ck_assert_int_eq(lynn_jinja_render(t, ctx, SIZE_MAX, NULL, &out, NULL, &err), -LYNN_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(err.msg, "nested too deeply"));
+	lynn_jinja_free(t);
+	free(src);
+	free(ctx);
+}
+END_TEST
+
 Suite *jinja_suite(void)
 {
 	Suite *s = suite_create("jinja");
@@ -233,6 +327,11 @@ Suite *jinja_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_templates_vs_jinja2);
 	tcase_add_test(tc, test_semantic_cases);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("bad-input");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_bad_templates);
+	tcase_add_test(tc, test_deep_nesting);
 	suite_add_tcase(s, tc);
 	return s;
 }

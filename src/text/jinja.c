@@ -50,6 +50,7 @@ struct jx {
 	const char *name;        /* template name for messages */
 	struct chunk *arena;
 	size_t mem, mem_limit;
+	int line, col; /* statement being rendered, for errors without a node */
 };
 
 static void jx_free_arena(struct chunk *c)
@@ -85,8 +86,8 @@ static void *jalloc(struct jx *x, size_t n)
 	if (!c || c->cap - c->used < n) {
 		size_t cap = n > 65536 ? n : 65536;
 		if (x->mem + cap > x->mem_limit)
-			jfail(x, -LYNN_EUNSUPPORTED, 0, 0, "working memory limit of %zu bytes reached",
-			      x->mem_limit);
+			jfail(x, -LYNN_EUNSUPPORTED, x->line, x->col,
+			      "working memory limit of %zu bytes reached", x->mem_limit);
 		c = malloc(sizeof *c + cap);
 		if (!c)
 			jfail(x, -LYNN_ENOMEM, 0, 0, "out of memory");
@@ -2121,7 +2122,6 @@ struct rs {
 	size_t max_output;
 	time_t now;
 	int ctl; /* 1 break, 2 continue */
-	int line, col; /* current node for error messages */
 };
 
 static _Noreturn void rfail(struct rs *R, const struct node *nd, int code, const char *fmt, ...)
@@ -2133,7 +2133,7 @@ static _Noreturn void rfail(struct rs *R, const struct node *nd, int code, const
 	va_start(ap, fmt);
 	vsnprintf(m, sizeof m, fmt, ap);
 	va_end(ap);
-	jfail(&R->x, code, nd ? nd->line : R->line, nd ? nd->col : R->col, "%s", m);
+	jfail(&R->x, code, nd ? nd->line : R->x.line, nd ? nd->col : R->x.col, "%s", m);
 }
 
 #define TFAIL(R, nd, ...) rfail(R, nd, -LYNN_EFORMAT, __VA_ARGS__)
@@ -4754,8 +4754,8 @@ static void exec_body(struct rs *R, struct frame *F, const struct nlist *body, s
 {
 	for (size_t i = 0; i < body->n && !R->ctl; i++) {
 		const struct node *s = body->v[i];
-		R->line = s->line;
-		R->col = s->col;
+		R->x.line = s->line;
+		R->x.col = s->col;
 		switch (s->k) {
 		case N_DATA:
 			ob_put(R, o, s->v.u.s->d, s->v.u.s->len);
