@@ -320,6 +320,224 @@ START_TEST(test_deep_nesting)
 }
 END_TEST
 
+/* ---- output parser: a table of generated outputs ---- */
+
+#define PT_TOOLS                                                                                          \
+	"[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": "      \
+	"\"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}, "   \
+	"\"metric\": {\"type\": \"boolean\"}}}}}, {\"type\": \"function\", \"function\": {\"name\": "          \
+	"\"search\", \"parameters\": {\"type\": \"object\", \"properties\": {\"query\": {\"type\": "          \
+	"\"string\"}, \"limit\": {\"type\": \"number\"}, \"filters\": {\"type\": \"object\"}, \"sites\": "    \
+	"{\"type\": \"array\", \"items\": {\"type\": \"string\"}}, \"cursor\": {\"type\": [\"string\", "      \
+	"\"null\"]}}}}}]"
+
+#define TC_OPEN "<tool_call>\n<function="
+#define TC_CLOSE "</function>\n</tool_call>"
+#define P(k, v) "<parameter=" k ">\n" v "\n</parameter>\n"
+
+static const struct ptcase {
+	const char *text;
+	bool in_think, tools;
+	const char *content, *reasoning;
+	const char *calls[3][2]; /* name, arguments JSON */
+} ptcases[] = {
+	/* 0 */ { "Hello world", false, true, "Hello world", "", { { 0 } } },
+	{ "<think>\nhmm\n</think>\n\nHello", false, true, "Hello", "hmm", { { 0 } } },
+	{ "hmm\n</think>\n\nHello", true, true, "Hello", "hmm", { { 0 } } },
+	{ "thinking that never ends", true, true, "", "thinking that never ends", { { 0 } } },
+	{ "  <think>a</think>b", false, true, "b", "a", { { 0 } } },
+	/* 5: a tool call before </think> ends the reasoning */
+	{ "plan\n" TC_OPEN "get_weather>\n" P("city", "Paris") TC_CLOSE, true, true, "", "plan",
+	  { { "get_weather", "{\"city\": \"Paris\"}" } } },
+	{ "Sure.\n\n" TC_OPEN "get_weather>\n" P("city", "Paris") P("days", "3") TC_CLOSE, false, true,
+	  "Sure.", "", { { "get_weather", "{\"city\": \"Paris\", \"days\": 3}" } } },
+	{ TC_OPEN "get_weather>\n" P("city", "Zürich") P("metric", "True") TC_CLOSE, false, true, "", "",
+	  { { "get_weather", "{\"city\": \"Zürich\", \"metric\": true}" } } },
+	{ TC_OPEN "get_weather>\n" P("metric", "false") P("days", "three") TC_CLOSE, false, true, "", "",
+	  { { "get_weather", "{\"metric\": false, \"days\": \"three\"}" } } },
+	{ TC_OPEN "search>\n" P("query", "x") P("limit", "1e-05") TC_CLOSE, false, true, "", "",
+	  { { "search", "{\"query\": \"x\", \"limit\": 1e-05}" } } },
+	/* 10 */ { TC_OPEN "search>\n" P("limit", "2.5") TC_CLOSE TC_OPEN "search>\n" P("limit", "3.0") TC_CLOSE,
+	  false, true, "", "", { { "search", "{\"limit\": 2.5}" }, { "search", "{\"limit\": 3}" } } },
+	{ TC_OPEN "search>\n" P("filters", "{\"lang\": \"en\", \"n\": [1, 2.0]}") P("sites", "[\"a.com\", \"b.org\"]") TC_CLOSE,
+	  false, true, "", "", { { "search", "{\"filters\": {\"lang\": \"en\", \"n\": [1, 2.0]}, \"sites\": [\"a.com\", \"b.org\"]}" } } },
+	{ TC_OPEN "search>\n" P("cursor", "null") P("query", "None") TC_CLOSE, false, true, "", "",
+	  { { "search", "{\"cursor\": null, \"query\": \"None\"}" } } },
+	{ TC_OPEN "search>\n" P("query", "line1\nline2\n") TC_CLOSE, false, true, "", "",
+	  { { "search", "{\"query\": \"line1\\nline2\\n\"}" } } },
+	{ "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 2}}\n</tool_call>",
+	  false, true, "", "", { { "get_weather", "{\"city\": \"Oslo\", \"days\": 2}" } } },
+	/* 15 */ { "<tool_call>{\"name\": \"search\", \"arguments\": \"{\\\"query\\\": \\\"q\\\"}\"}</tool_call>",
+	  false, true, "", "", { { "search", "{\"query\": \"q\"}" } } },
+	{ "Let me search.\n\n" TC_OPEN "search>\n" P("query", "x") "</function>", false, true,
+	  "Let me search.", "", { { "search", "{\"query\": \"x\"}" } } },
+	{ "a <tool_call>garbage</tool_call> b", false, true, "a <tool_call>garbage</tool_call> b", "", { { 0 } } },
+	{ TC_OPEN "unknown_fn>\n" P("n", "5") TC_CLOSE, false, true, "", "", { { "unknown_fn", "{\"n\": \"5\"}" } } },
+	{ TC_OPEN "get_weather>\n" P("days", "5") TC_CLOSE, false, false, "", "", { { "get_weather", "{\"days\": \"5\"}" } } },
+	/* 20 */ { TC_OPEN "get_weather>\n<parameter=city>\nRome\n<parameter=days>\n2\n</function>\n</tool_call>",
+	  false, true, "", "", { { "get_weather", "{\"city\": \"Rome\", \"days\": 2}" } } },
+	{ "a" TC_OPEN "get_weather>\n" TC_CLOSE "b", false, true, "ab", "", { { "get_weather", "{}" } } },
+	{ "abc</think>def", false, true, "abc</think>def", "", { { 0 } } },
+	{ "\n\n</think>\n\nAnswer", true, true, "Answer", "", { { 0 } } },
+	{ "<think>\n\n</think>\n\nX", false, true, "X", "", { { 0 } } },
+	/* 25 */ { "r" TC_OPEN "get_weather>\n" P("city", "A") TC_CLOSE "</think>", true, true, "", "r",
+	  { { "get_weather", "{\"city\": \"A\"}" } } },
+	{ "日本語 ✓ \"quoted\"", false, true, "日本語 ✓ \"quoted\"", "", { { 0 } } },
+	{ "a < b <tool", false, true, "a < b <tool", "", { { 0 } } },
+	{ "<think", false, true, "<think", "", { { 0 } } },
+	{ "", false, true, "", "", { { 0 } } },
+	/* 30 */ { "\n\n", true, true, "", "", { { 0 } } },
+	{ TC_OPEN "search>\n" P("query", "if a<b:\n  x") TC_CLOSE, false, true, "", "",
+	  { { "search", "{\"query\": \"if a<b:\\n  x\"}" } } },
+	{ "<think>r</think>I'll check both.\n\n" TC_OPEN "get_weather>\n" P("city", "A") TC_CLOSE "\n" TC_OPEN
+	  "get_weather>\n" P("city", "B") TC_CLOSE "\n", false, true, "I'll check both.", "r",
+	  { { "get_weather", "{\"city\": \"A\"}" }, { "get_weather", "{\"city\": \"B\"}" } } },
+	{ "<think>x</think>y", true, true, "y", "x", { { 0 } } },
+	{ "reason </thin", true, true, "", "reason </thin", { { 0 } } },
+	/* 35 */ { "Answer <tool_ca", false, true, "Answer <tool_ca", "", { { 0 } } },
+	{ "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"limit\": 1.5e3}}", false, true, "", "",
+	  { { "search", "{\"limit\": 1500}" } } },
+};
+
+static void check_msg(size_t i, const struct ptcase *c, const struct lynn_chat_msg *m)
+{
+	size_t n = 0;
+	ck_assert_msg(!strcmp(m->content, c->content), "case %zu content [%s] want [%s]", i, m->content, c->content);
+	ck_assert_msg(!strcmp(m->reasoning_content, c->reasoning), "case %zu reasoning [%s] want [%s]", i,
+		      m->reasoning_content, c->reasoning);
+	while (n < 3 && c->calls[n][0])
+		n++;
+	ck_assert_msg(m->n_tool_calls == n, "case %zu: %zu tool calls, want %zu", i, m->n_tool_calls, n);
+	for (size_t k = 0; k < n; k++) {
+		cJSON *got = cJSON_Parse(m->tool_calls[k].arguments), *want = cJSON_Parse(c->calls[k][1]);
+		ck_assert_str_eq(m->tool_calls[k].name, c->calls[k][0]);
+		ck_assert_msg(got && want && cJSON_Compare(got, want, true), "case %zu call %zu args %s want %s", i, k,
+			      m->tool_calls[k].arguments, c->calls[k][1]);
+		cJSON_Delete(got);
+		cJSON_Delete(want);
+	}
+}
+
+START_TEST(test_parse_table)
+{
+	ck_assert_uint_ge(sizeof ptcases / sizeof ptcases[0], 30);
+	for (size_t i = 0; i < sizeof ptcases / sizeof ptcases[0]; i++) {
+		const struct ptcase *c = &ptcases[i];
+		struct lynn_chat_parse_opts o = { .in_think = c->in_think, .tools_json = c->tools ? PT_TOOLS : NULL };
+		struct lynn_chat_msg m;
+		struct lynn_err err = { 0 };
+		ck_assert_int_eq(lynn_chat_parse(c->text, strlen(c->text), &o, &m, &err), 0);
+		check_msg(i, c, &m);
+		lynn_chat_msg_release(&m);
+	}
+}
+END_TEST
+
+/* Streaming: any split of the text gives the same result, and text that may be part of a tag is
+ * never emitted early. */
+START_TEST(test_parse_stream)
+{
+	static const size_t steps[] = { 1, 2, 3, 7, 64 };
+	for (size_t i = 0; i < sizeof ptcases / sizeof ptcases[0]; i++) {
+		const struct ptcase *c = &ptcases[i];
+		size_t len = strlen(c->text);
+		for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++) {
+			struct lynn_chat_parse_opts o = { .in_think = c->in_think, .tools_json = c->tools ? PT_TOOLS : NULL };
+			struct lynn_err err = { 0 };
+			struct lynn_chat_stream *s = lynn_chat_stream_create(&o, &err);
+			struct lynn_chat_msg all = { 0 };
+			ck_assert_ptr_nonnull(s);
+			for (size_t off = 0;; off += steps[si]) {
+				struct lynn_chat_msg d = { 0 };
+				size_t k = off + steps[si] <= len ? steps[si] : len - off;
+				if (off >= len)
+					off = len;
+				if (off == len)
+					ck_assert_int_eq(lynn_chat_stream_finish(s, &d, &err), 0);
+				else
+					ck_assert_int_eq(lynn_chat_stream_feed(s, c->text + off, k, &d, &err), 0);
+				/* what is emitted is always a prefix of the final answer */
+				{
+					size_t cl = all.content ? strlen(all.content) : 0, rl = all.reasoning_content ? strlen(all.reasoning_content) : 0;
+					char *nc = malloc(cl + strlen(d.content) + 1), *nr = malloc(rl + strlen(d.reasoning_content) + 1);
+					sprintf(nc, "%s%s", all.content ? all.content : "", d.content);
+					sprintf(nr, "%s%s", all.reasoning_content ? all.reasoning_content : "", d.reasoning_content);
+					ck_assert_msg(!strncmp(nc, c->content, strlen(nc)), "case %zu step %zu: emitted [%s]", i, steps[si], nc);
+					ck_assert_msg(!strncmp(nr, c->reasoning, strlen(nr)), "case %zu step %zu: emitted [%s]", i, steps[si], nr);
+					free(all.content);
+					free(all.reasoning_content);
+					all.content = nc;
+					all.reasoning_content = nr;
+				}
+				for (size_t t = 0; t < d.n_tool_calls; t++) {
+					all.tool_calls = realloc(all.tool_calls, (all.n_tool_calls + 1) * sizeof *all.tool_calls);
+					all.tool_calls[all.n_tool_calls++] = d.tool_calls[t];
+				}
+				free(d.tool_calls);
+				d.tool_calls = NULL;
+				d.n_tool_calls = 0;
+				lynn_chat_msg_release(&d);
+				if (off == len)
+					break;
+			}
+			check_msg(i, c, &all);
+			lynn_chat_msg_release(&all);
+			lynn_chat_stream_free(s);
+		}
+	}
+}
+END_TEST
+
+/* Round trip through the oracle: the assistant turns Jinja2 rendered with Qwen3.5's template parse
+ * back to the tool calls the conversation fixture holds. */
+START_TEST(test_parse_roundtrip_qwen35)
+{
+	static const char *const convs[] = { "07-tool-call-string-number", "09-tool-call-object-array" };
+	for (size_t ci = 0; ci < 2; ci++) {
+		char p[300], *rendered, *msgs, *tools;
+		cJSON *mj, *msg, *want_calls = NULL;
+		const char *a, *b;
+		struct lynn_chat_parse_opts o = { 0 };
+		struct lynn_chat_msg m;
+		size_t k = 0;
+		snprintf(p, sizeof p, TDIR "/expected/Qwen3.5-4B/%s.txt", convs[ci]);
+		rendered = tu_read(p, NULL);
+		snprintf(p, sizeof p, TDIR "/conversations/%s.messages.json", convs[ci]);
+		msgs = tu_read(p, NULL);
+		snprintf(p, sizeof p, TDIR "/conversations/%s.tools.json", convs[ci]);
+		tools = tu_read(p, NULL);
+		ck_assert(rendered && msgs && tools);
+		mj = cJSON_Parse(msgs);
+		cJSON_ArrayForEach(msg, mj)
+			if (cJSON_GetObjectItem(msg, "tool_calls"))
+				want_calls = cJSON_GetObjectItem(msg, "tool_calls");
+		ck_assert_ptr_nonnull(want_calls);
+		/* the first assistant turn: between "<|im_start|>assistant\n" and "<|im_end|>" */
+		a = strstr(rendered, "<|im_start|>assistant\n");
+		ck_assert_ptr_nonnull(a);
+		a += strlen("<|im_start|>assistant\n");
+		b = strstr(a, "<|im_end|>");
+		o.tools_json = tools;
+		ck_assert_int_eq(lynn_chat_parse(a, (size_t)(b - a), &o, &m, NULL), 0);
+		ck_assert_uint_eq(m.n_tool_calls, (size_t)cJSON_GetArraySize(want_calls));
+		cJSON_ArrayForEach(msg, want_calls) {
+			const cJSON *fn = cJSON_GetObjectItem(msg, "function");
+			cJSON *got = cJSON_Parse(m.tool_calls[k].arguments);
+			ck_assert_str_eq(m.tool_calls[k].name, cJSON_GetObjectItem(fn, "name")->valuestring);
+			ck_assert_msg(cJSON_Compare(got, cJSON_GetObjectItem(fn, "arguments"), true), "%s: %s",
+				      convs[ci], m.tool_calls[k].arguments);
+			cJSON_Delete(got);
+			k++;
+		}
+		lynn_chat_msg_release(&m);
+		cJSON_Delete(mj);
+		free(rendered);
+		free(msgs);
+		free(tools);
+	}
+}
+END_TEST
+
 Suite *jinja_suite(void)
 {
 	Suite *s = suite_create("jinja");
@@ -332,6 +550,12 @@ Suite *jinja_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_bad_templates);
 	tcase_add_test(tc, test_deep_nesting);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("parser");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_parse_table);
+	tcase_add_test(tc, test_parse_stream);
+	tcase_add_test(tc, test_parse_roundtrip_qwen35);
 	suite_add_tcase(s, tc);
 	return s;
 }

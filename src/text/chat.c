@@ -402,14 +402,15 @@ static int chan_emit(struct chan *c, char **dst, const char *s, size_t n)
 {
 	size_t b = 0, e = n;
 	int rc = 0;
-	if (!c->started)
-		while (b < n && sp(s[b]))
-			b++;
-	if (b == n) {
+	while (b < n && sp(s[b]))
+		b++;
+	if (b == n) { /* only whitespace: dropped at the start, else held */
 		if (c->started)
 			rc |= lynn_buf_append(&c->held, s, n);
 		return rc;
 	}
+	if (c->started)
+		b = 0;
 	while (e > b && sp(s[e - 1]))
 		e--;
 	if (c->held.len)
@@ -727,6 +728,8 @@ static int add_call(struct lynn_chat_msg *d, char *name, char *args)
 
 static void consume(struct lynn_buf *b, size_t k)
 {
+	if (!b->data)
+		return;
 	memmove(b->data, b->data + k, b->len - k);
 	b->len -= k;
 	b->data[b->len] = 0;
