@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <cjson/cJSON.h>
 
 #include "lynn/chat.h"
@@ -538,6 +539,133 @@ START_TEST(test_parse_roundtrip_qwen35)
 }
 END_TEST
 
+/* ---- lynn template ---- */
+
+#define CONV TDIR "/conversations/"
+#define EXP TDIR "/expected/"
+
+static void expect_cli_matches(const char *args, const char *fixture)
+{
+	struct tu_run r = tu_lynn(args, NULL, "TZ=UTC");
+	size_t wl;
+	char *want = tu_read(fixture, &wl);
+	ck_assert_ptr_nonnull(want);
+	ck_assert_msg(r.status == 0, "lynn %s: exit %d: %s", args, r.status, r.err);
+	ck_assert_msg(strlen(r.out) == wl && !memcmp(r.out, want, wl), "lynn %s differs from %s", args, fixture);
+	free(want);
+	tu_run_free(&r);
+}
+
+START_TEST(test_cli_template)
+{
+	char *dir = tu_mkdtemp(), path[600], args[2000], *src, *cfg;
+	size_t sl;
+	cJSON *j, *list, *e;
+	struct tu_run r;
+
+	/* a .jinja file, tools, --think (Qwen3.5: enable_thinking=true renders like unset) */
+	expect_cli_matches("template --model " TDIR "/Qwen3.5-4B.jinja --messages " CONV
+			   "07-tool-call-string-number.messages.json --tools " CONV
+			   "07-tool-call-string-number.tools.json --think",
+			   EXP "Qwen3.5-4B/07-tool-call-string-number.txt");
+	/* default enable_thinking=false (SPEC) = the fixture rendered with enable_thinking False */
+	expect_cli_matches("template --model " TDIR "/Qwen3.5-4B.jinja --messages " CONV "04-thinking-off.messages.json",
+			   EXP "Qwen3.5-4B/04-thinking-off.txt");
+	expect_cli_matches("template --model " TDIR "/Qwen3.5-4B.jinja --messages " CONV
+			   "16-no-generation-prompt.messages.json --no-generation-prompt --kwargs '{\"enable_thinking\": true}'",
+			   EXP "Qwen3.5-4B/16-no-generation-prompt.txt");
+	/* a model folder: chat_template.jinja */
+	src = tu_read(TDIR "/Qwen-Qwen3-0.6B.jinja", &sl);
+	snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+	tu_write(path, src, sl);
+	snprintf(args, sizeof args, "template --model '%s' --messages " CONV "04-thinking-off.messages.json", dir);
+	expect_cli_matches(args, EXP "Qwen-Qwen3-0.6B/04-thinking-off.txt");
+	unlink(path);
+	/* tokenizer_config.json with the template as a string, then as a named list */
+	j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "chat_template", src);
+	cJSON_AddStringToObject(j, "eos_token", "<|im_end|>");
+	cfg = cJSON_Print(j);
+	snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+	tu_write(path, cfg, strlen(cfg));
+	free(cfg);
+	expect_cli_matches(args, EXP "Qwen-Qwen3-0.6B/04-thinking-off.txt");
+	cJSON_DeleteItemFromObject(j, "chat_template");
+	list = cJSON_AddArrayToObject(j, "chat_template");
+	e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "name", "tool_use");
+	cJSON_AddStringToObject(e, "template", "{{ raise_exception('wrong one') }}");
+	cJSON_AddItemToArray(list, e);
+	e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "name", "default");
+	cJSON_AddStringToObject(e, "template", src);
+	cJSON_AddItemToArray(list, e);
+	cfg = cJSON_Print(j);
+	tu_write(path, cfg, strlen(cfg));
+	free(cfg);
+	expect_cli_matches(args, EXP "Qwen-Qwen3-0.6B/04-thinking-off.txt");
+	cJSON_Delete(j);
+	free(src);
+
+	/* errors: exit 2 with a message naming the file/line */
+	r = tu_lynn("template --model " TDIR "/Qwen3.5-4B.jinja --messages /nonexistent.json", NULL, NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent.json"));
+	tu_run_free(&r);
+	r = tu_lynn("template --model " TDIR "/Qwen3.5-4B.jinja --messages -", "[]", NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "raise_exception: No messages provided."));
+	tu_run_free(&r);
+	r = tu_lynn("template --model " TDIR "/Qwen3.5-4B.jinja --messages -", "{\"role\": 1}", NULL);
+	ck_assert_int_eq(r.status, 2);
+	tu_run_free(&r);
+	r = tu_lynn("template --model " TDIR "/Qwen3.5-4B.jinja --messages - --kwargs '[1]'", "[]", NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "chat_template_kwargs"));
+	tu_run_free(&r);
+	snprintf(args, sizeof args, "template --model '%s/nothing' --messages -", dir);
+	r = tu_lynn(args, "[]", NULL);
+	ck_assert_int_eq(r.status, 2);
+	tu_run_free(&r);
+	unlink(path);
+	snprintf(args, sizeof args, "template --model '%s' --messages -", dir);
+	r = tu_lynn(args, "[]", NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "no chat template"));
+	tu_run_free(&r);
+	r = tu_lynn("template --messages x.json", NULL, NULL);
+	ck_assert_int_eq(r.status, 2);
+	tu_run_free(&r);
+	r = tu_lynn("template --help", NULL, NULL);
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "--messages"));
+	tu_run_free(&r);
+	rmdir(dir);
+	free(dir);
+}
+END_TEST
+
+/* lynn_chat_render_request keeps 3.0 a float (the body's own text is used, not cJSON's). */
+START_TEST(test_render_request)
+{
+	struct lynn_err err = { 0 };
+	const char *tpl = "{{ messages[0].content }}|{{ x }}|{{ add_generation_prompt }}|{{ enable_thinking }}|{{ tools }}";
+	struct lynn_chat_template *t = lynn_chat_template_from_string("req", tpl, strlen(tpl), NULL, NULL, &err);
+	const char *body = "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": 3.0}], "
+			   "\"chat_template_kwargs\": {\"x\": 1.50, \"enable_thinking\": true}}";
+	char *out = NULL;
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(lynn_chat_render_request(t, body, strlen(body), 0, &out, NULL, &err), 0);
+	ck_assert_str_eq(out, "3.0|1.5|True|True|None");
+	free(out);
+	ck_assert_int_eq(lynn_chat_render_request(t, "{\"messages\": 5}", 15, 0, &out, NULL, &err), -LYNN_EFORMAT);
+	ck_assert_int_eq(lynn_chat_render_request(t, "{bad", 4, 0, &out, NULL, &err), -LYNN_EFORMAT);
+	ck_assert(lynn_chat_prompt_in_think("x<|im_start|>assistant\n<think>\n", 31));
+	ck_assert(!lynn_chat_prompt_in_think("<think>\n\n</think>\n\n", 19));
+	lynn_chat_template_free(t);
+}
+END_TEST
+
 Suite *jinja_suite(void)
 {
 	Suite *s = suite_create("jinja");
@@ -556,6 +684,11 @@ Suite *jinja_suite(void)
 	tcase_add_test(tc, test_parse_table);
 	tcase_add_test(tc, test_parse_stream);
 	tcase_add_test(tc, test_parse_roundtrip_qwen35);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("cli");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_cli_template);
+	tcase_add_test(tc, test_render_request);
 	suite_add_tcase(s, tc);
 	return s;
 }
