@@ -70,7 +70,8 @@ struct lynn_gen_opts {
 
 struct lynn_gen_result {
 	struct lynn_tok_ids ids;   /* generated ids (the eos id included if hit) */
-	struct lynn_buf text;      /* decoded text (special tokens kept), empty without a tokenizer */
+	struct lynn_buf text;      /* decoded text (special tokens kept, the final end-of-generation
+				    * token left out), empty without a tokenizer */
 	size_t n_prompt;
 	bool stopped_eos;          /* ended on an end-of-generation id */
 	bool nonfinite;            /* some logits were NaN or Inf */
@@ -85,6 +86,12 @@ void lynn_gen_result_release(struct lynn_gen_result *r);
 int lynn_engine_generate(struct lynn_engine *e, const int32_t *prompt, size_t n,
 			 const struct lynn_gen_opts *opts, struct lynn_gen_result *r,
 			 struct lynn_err *err);
+
+/* The 5 built-in bilingual probe prompts of `lynn sanity` (SPEC §4); the
+ * first two are merge's coherence probes. tests/tools/gen_fixtures.py holds
+ * the same strings. */
+#define LYNN_N_PROBE_PROMPTS 5
+extern const char *const lynn_probe_prompts[LYNN_N_PROBE_PROMPTS];
 
 /* Last-position logits of `prompt` (n_vocab floats into `logits`). */
 int lynn_engine_last_logits(struct lynn_engine *e, const int32_t *prompt, size_t n, float *logits,
