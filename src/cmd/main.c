@@ -26,6 +26,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "generate", cmd_generate, "generate text or token ids from a model" },
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
 	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
+	{ "quant-verify", cmd_quant_verify, "is each quantized variant still the reference model? (PASS/FAIL)" },
 	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
 	{ "template", cmd_template, "render a chat prompt with the model's chat template" },
 	{ "tokenize", cmd_tokenize, "encode text to token ids or decode ids to text" },
