@@ -35,6 +35,8 @@ bool cmd_progress_enabled(void);
 /* --- the commands --- */
 int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_sanity(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
