@@ -28,6 +28,8 @@
 
 #include "lynn/err.h"
 
+struct lynn_engine;
+
 #define LYNN_QV_SCHEMA "lynn-quant-verify-v2"
 #define LYNN_QV_DEFAULT_MAX_TOKENS 64
 #define LYNN_QV_DEFAULT_MIN_SIMILARITY 0.70
@@ -185,21 +187,14 @@ int lynn_qv_run_write(const struct lynn_qv_run *run, const struct lynn_qv_prompt
 		      const char *path, struct lynn_err *err);
 
 /* ===== in-process generation ===== */
-/* Render the prompt as one user message with the folder's chat template
- * (enable_thinking=false, add_generation_prompt), encode it with the
- * folder's tokenizer, prefill, decode greedily until an end-of-generation id
- * or max_tokens, and decode the new ids (special tokens skipped; a leading
- * <think>…</think> block dropped). NaN/Inf in any logits row sets nonfinite
- * and stops the generation there. */
-struct lynn_qv_engine;
-/* Loads the model (model.h), tokenizer (tok.h) and chat template (chat.h).
- * NULL with err set on failure. Caller frees with lynn_qv_engine_close. */
-struct lynn_qv_engine *lynn_qv_engine_open(const char *dir, int n_threads, struct lynn_err *err);
-void lynn_qv_engine_close(struct lynn_qv_engine *e);
-/* Generate for one prompt into out (out->text is a heap string the caller
- * frees). */
-int lynn_qv_engine_generate(struct lynn_qv_engine *e, const char *prompt, int max_tokens,
-			    struct lynn_qv_output *out, struct lynn_err *err);
+/* Through engine.h: the prompt as one user message with the folder's chat
+ * template (enable_thinking=false, generation prompt), greedy until an
+ * end-of-generation id or max_tokens; the text is the generated ids decoded
+ * with special tokens skipped (as OpenAI-compatible servers return it), a
+ * leading <think>…</think> block dropped, trimmed. NaN/Inf in any logits
+ * row sets the output's nonfinite flag. */
+int lynn_qv_generate_one(struct lynn_engine *e, const char *prompt, int max_tokens,
+			 struct lynn_qv_output *out, struct lynn_err *err);
 
 /* ===== the report ===== */
 

@@ -15,6 +15,7 @@
 
 #include "lynn/buf.h"
 #include "lynn/client.h"
+#include "lynn/engine.h"
 #include "lynn/eval.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
@@ -801,19 +802,77 @@ out:
 	return rc;
 }
 
+/* Drop a leading "<think>…</think>" block (what an endpoint moves to
+ * reasoning_content), then strip like Python str.strip(). */
+static void drop_think(char *s)
+{
+	const char *p = s;
+	while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+		p++;
+	if (!strncmp(p, "<think>", 7)) {
+		const char *e = strstr(p, "</think>");
+		if (e)
+			memmove(s, e + 8, strlen(e + 8) + 1);
+	}
+	lynn_eval_strip(s);
+}
+
+int lynn_qv_generate_one(struct lynn_engine *e, const char *prompt, int max_tokens,
+			 struct lynn_qv_output *out, struct lynn_err *err)
+{
+	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+	struct lynn_gen_result r = { 0 };
+	struct lynn_gen_opts go = { .max_tokens = max_tokens };
+	struct lynn_buf text = LYNN_BUF_INIT;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->n_tokens = -1;
+	lynn_sample_params_init(&go.sample);
+	if ((rc = lynn_engine_encode_prompt(e, prompt, false, &ids, err)) ||
+	    (rc = lynn_engine_generate(e, ids.ids, ids.n, &go, &r, err)))
+		goto out;
+	/* the answer's ids: the final end-of-generation id is not text */
+	size_t n = r.ids.n - (r.stopped_eos && r.ids.n ? 1 : 0);
+	if ((rc = lynn_tok_decode(lynn_engine_tok(e), r.ids.ids, n, LYNN_TOK_F_SKIP_SPECIAL, &text,
+				  err)))
+		goto out;
+	if (!(out->text = text.data ? lynn_buf_detach(&text) : strdup(""))) {
+		rc = lynn_errf(err, -LYNN_ENOMEM, "quant-verify: out of memory");
+		goto out;
+	}
+	drop_think(out->text);
+	out->n_tokens = (int)r.ids.n;
+	out->gen_s = r.t_prefill_s + r.t_decode_s;
+	out->nonfinite = r.nonfinite;
+out:
+	lynn_buf_release(&text);
+	lynn_gen_result_release(&r);
+	lynn_tok_ids_release(&ids);
+	return rc;
+}
+
 static int run_folder(struct lynn_qv_run *run, const struct lynn_qv_prompts *p,
 		      const struct lynn_qv_gen_opts *o, struct lynn_err *err)
 {
+	struct lynn_engine_opts eo = { .n_threads = o->n_threads };
 	struct lynn_err lerr = { 0 };
 	double t0 = lynn_now();
-	struct lynn_qv_engine *e;
+	struct lynn_engine *e;
 
 	if (!lynn_dir_exists(run->path)) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "quant-verify: model folder '%.200s' not found", run->path);
 		return load_fail(run, -LYNN_ENOTFOUND, msg, err);
 	}
-	e = lynn_qv_engine_open(run->path, o->n_threads, &lerr);
+	e = lynn_engine_open(run->path, &eo, &lerr);
+	if (e && (!lynn_engine_tok(e) || !lynn_engine_template(e))) {
+		lynn_errf(&lerr, -LYNN_ENOTFOUND, "quant-verify: '%.200s' has no %s", run->path,
+			  lynn_engine_tok(e) ? "chat template (chat_template.jinja or tokenizer_config.json)"
+					     : "tokenizer (tokenizer.json)");
+		lynn_engine_close(e);
+		e = NULL;
+	}
 	if (!e)
 		return lerr.code == -LYNN_ENOMEM ? lynn_errf(err, lerr.code, "%s", lerr.msg)
 						 : load_fail(run, lerr.code, lerr.msg, err);
@@ -821,9 +880,9 @@ static int run_folder(struct lynn_qv_run *run, const struct lynn_qv_prompts *p,
 	run->loaded = true;
 	for (size_t i = 0; i < p->n; i++) {
 		struct lynn_err gerr = { 0 };
-		if (lynn_qv_engine_generate(e, p->items[i].prompt, o->max_tokens, &run->outs[i], &gerr)) {
+		if (lynn_qv_generate_one(e, p->items[i].prompt, o->max_tokens, &run->outs[i], &gerr)) {
 			if (gerr.code == -LYNN_ENOMEM) {
-				lynn_qv_engine_close(e);
+				lynn_engine_close(e);
 				return lynn_errf(err, gerr.code, "%s", gerr.msg);
 			}
 			lynn_log_warn("quant-verify: %s: prompt '%s': %s", run->label, p->items[i].id,
@@ -836,7 +895,7 @@ static int run_folder(struct lynn_qv_run *run, const struct lynn_qv_prompts *p,
 			      i + 1, p->n, p->items[i].id, run->outs[i].n_tokens, run->outs[i].gen_s,
 			      run->outs[i].nonfinite ? " (NaN/Inf logits)" : "");
 	}
-	lynn_qv_engine_close(e);
+	lynn_engine_close(e);
 	return 0;
 }
 
