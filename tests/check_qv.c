@@ -6,15 +6,24 @@
  *     weights scores 1.0 and passes; copies with the routed experts scaled
  *     x8 or one layer zeroed (written with the st writer) fail with reasons;
  *     unloadable variants are LOAD_FAIL while the others still run;
+ *   - endpoints (a scripted OpenAI-compatible server in the test): the
+ *     request contract, PASS / FAIL / LOAD_FAIL per endpoint;
  *   - the quality rules on a table of texts, garbage outputs (offline);
  *   - bad arguments and files: exit 2 with the file/field named. */
+#include <arpa/inet.h>
 #include <check.h>
 #include <math.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "lynn/buf.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
 #include "lynn/quant_verify.h"
@@ -474,6 +483,164 @@ START_TEST(test_load_fail_others_run)
 }
 END_TEST
 
+/* ===== endpoints: a scripted OpenAI-compatible server ===== */
+
+/* URL prefix /good/v1: an answer holding the prompt's anchors, after a
+ * <think> block the client moves out; /bad/v1: looping Cyrillic. Requests
+ * that break the contract (temperature 0, thinking off, max_tokens) get 400. */
+struct fake {
+	struct MHD_Daemon *d;
+	int port;
+	int want_max_tokens;
+	struct lynn_qv_prompts builtin;
+	pthread_mutex_t mu;
+	int n_posts;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *json)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json,
+								 MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result ret;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	ret = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+			      const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+	struct fake *f = cls;
+	struct lynn_buf *body = *con_cls;
+	bool good = !strncmp(url, "/good/", 6);
+	(void)version;
+	if (!good && strncmp(url, "/bad/", 5))
+		return reply(c, 404, "{\"error\":{\"message\":\"not found\"}}");
+	url = strchr(url + 1, '/');
+	if (!strcmp(method, "GET") && !strcmp(url, "/v1/models"))
+		return reply(c, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"m\",\"object\":\"model\"}]}");
+	if (strcmp(method, "POST") || strcmp(url, "/v1/chat/completions"))
+		return reply(c, 404, "{\"error\":{\"message\":\"not found\"}}");
+	if (!body) {
+		*con_cls = calloc(1, sizeof(struct lynn_buf));
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		lynn_buf_append(body, upload, *upload_size);
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	cJSON *req = cJSON_Parse(body->data ? body->data : "");
+	const cJSON *msgs = cJSON_GetObjectItem(req, "messages");
+	const char *prompt = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "content"));
+	const cJSON *t = cJSON_GetObjectItem(req, "temperature");
+	const cJSON *kw = cJSON_GetObjectItem(req, "chat_template_kwargs");
+	int mt = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(req, "max_tokens"));
+	pthread_mutex_lock(&f->mu);
+	f->n_posts++;
+	pthread_mutex_unlock(&f->mu);
+	if (!prompt || !cJSON_IsNumber(t) || t->valuedouble != 0 ||
+	    !cJSON_IsFalse(cJSON_GetObjectItem(kw, "enable_thinking")) || mt != f->want_max_tokens) {
+		cJSON_Delete(req);
+		return reply(c, 400, "{\"error\":{\"message\":\"contract broken\"}}");
+	}
+	struct lynn_buf ans = LYNN_BUF_INIT;
+	if (good) {
+		lynn_buf_puts(&ans, "<think>\nquick\n</think>\n\nThe answer: ");
+		for (size_t i = 0; i < f->builtin.n; i++)
+			if (!strcmp(f->builtin.items[i].prompt, prompt))
+				for (size_t k = 0; k < f->builtin.items[i].n_anchors; k++)
+					lynn_buf_printf(&ans, "%s%s", k ? ", " : "", f->builtin.items[i].anchors[k]);
+		lynn_buf_puts(&ans, ".");
+	} else {
+		lynn_buf_puts(&ans, "Ответ Ответ Ответ Ответ");
+	}
+	cJSON_Delete(req);
+	cJSON *r = cJSON_CreateObject(), *ch = cJSON_AddArrayToObject(r, "choices"), *c0 = cJSON_CreateObject();
+	cJSON_AddItemToArray(ch, c0);
+	cJSON *m = cJSON_AddObjectToObject(c0, "message");
+	cJSON_AddStringToObject(m, "role", "assistant");
+	cJSON_AddStringToObject(m, "content", ans.data);
+	cJSON_AddStringToObject(c0, "finish_reason", "stop");
+	char *s = cJSON_PrintUnformatted(r);
+	enum MHD_Result ret = reply(c, 200, s);
+	free(s);
+	cJSON_Delete(r);
+	lynn_buf_release(&ans);
+	return ret;
+}
+
+static void done_conn(void *cls, struct MHD_Connection *c, void **con_cls,
+		      enum MHD_RequestTerminationCode t)
+{
+	struct lynn_buf *b = *con_cls;
+	(void)cls;
+	(void)c;
+	(void)t;
+	if (b) {
+		lynn_buf_release(b);
+		free(b);
+		*con_cls = NULL;
+	}
+}
+
+/* A port nothing listens on. */
+static int dead_port(void)
+{
+	struct sockaddr_in a = { 0 };
+	socklen_t l = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0), p;
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	getsockname(s, (struct sockaddr *)&a, &l);
+	p = ntohs(a.sin_port);
+	close(s);
+	return p;
+}
+
+START_TEST(test_endpoints)
+{
+	struct fake f = { 0 };
+	char *args;
+	pthread_mutex_init(&f.mu, NULL);
+	f.want_max_tokens = 40;
+	ck_assert_int_eq(lynn_qv_prompts_builtin(&f.builtin, NULL), 0);
+	f.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
+			       NULL, handle, &f, MHD_OPTION_NOTIFY_COMPLETED, done_conn, &f,
+			       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
+	ck_assert_ptr_nonnull(f.d);
+	f.port = MHD_get_daemon_info(f.d, MHD_DAEMON_INFO_BIND_PORT)->port;
+	int p = f.port;
+	ck_assert(asprintf(&args, "--reference http://127.0.0.1:%d/good/v1 --variant "
+			   "same=http://127.0.0.1:%d/good/v1,http://127.0.0.1:%d/good/v1 --variant "
+			   "bad=http://127.0.0.1:%d/bad/v1 --variant dead=http://127.0.0.1:%d/v1 "
+			   "--max-tokens 40 --retries 0 --timeout 10 --concurrency 3",
+			   p, p, p, p, dead_port()) > 0);
+	cJSON *rep = qv_json(args, 1), *it;
+	cJSON *same = variant(rep, "same");
+	ck_assert_str_eq(str(same, "verdict"), "PASS");
+	ck_assert_str_eq(str(same, "source"), "endpoint");
+	ck_assert(num(same, "mean_similarity") == 1.0);
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(same, "avg_tokens_per_sec")));
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(same, "items")) {
+		ck_assert_ptr_null(strstr(str(it, "output"), "think"));
+		ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(it, "quality"), "anchor_hit")));
+	}
+	cJSON *bad = variant(rep, "bad");
+	ck_assert_str_eq(str(bad, "verdict"), "FAIL");
+	ck_assert_int_eq((int)num(bad, "n_coherent"), 0);
+	ck_assert_str_eq(str(variant(rep, "dead"), "verdict"), "LOAD_FAIL");
+	ck_assert_int_eq(f.n_posts, 6 * 3);
+	cJSON_Delete(rep);
+	free(args);
+	MHD_stop_daemon(f.d);
+	lynn_qv_prompts_release(&f.builtin);
+	pthread_mutex_destroy(&f.mu);
+}
+END_TEST
+
 /* ===== bad arguments and files ===== */
 
 struct bad {
@@ -571,6 +738,7 @@ Suite *qv_suite(void)
 	tcase_add_test(u, test_similarity_oracles);
 	tcase_add_test(u, test_garbage_offline);
 	tcase_add_test(u, test_bad_input);
+	tcase_add_test(u, test_endpoints);
 	tcase_set_timeout(u, 120);
 	tcase_add_test(m, test_identity_passes);
 	tcase_add_test(m, test_corrupted_fail);
