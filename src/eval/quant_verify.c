@@ -151,11 +151,74 @@ static int record_id(const cJSON *rec, const char *path, size_t line, bool requi
 	return *out ? 0 : lynn_errf(err, -LYNN_ENOMEM, "quant-verify: out of memory");
 }
 
-static ssize_t prompts_find(const struct lynn_qv_prompts *p, const char *id)
+/* Prompt ids -> index: an open-addressing table kept in step with the
+ * prompt list (items appended since the last call are added first), so
+ * loading n records is O(n). On out-of-memory it falls back to a linear
+ * search: slower, same answers. */
+struct id_index {
+	size_t *slot; /* index + 1, 0 = empty */
+	size_t cap, n;
+	bool broken;
+};
+
+static uint64_t id_hash(const char *s)
 {
-	for (size_t i = 0; p && i < p->n; i++)
-		if (!strcmp(p->items[i].id, id))
-			return (ssize_t)i;
+	uint64_t h = 1469598103934665603ULL;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static void idx_release(struct id_index *ix)
+{
+	free(ix->slot);
+	memset(ix, 0, sizeof(*ix));
+}
+
+static void idx_insert(struct id_index *ix, const struct lynn_qv_prompts *p, size_t i)
+{
+	size_t m = ix->cap - 1, h = (size_t)id_hash(p->items[i].id) & m;
+	while (ix->slot[h])
+		h = (h + 1) & m;
+	ix->slot[h] = i + 1;
+}
+
+static bool idx_sync(struct id_index *ix, const struct lynn_qv_prompts *p)
+{
+	if (ix->broken)
+		return false;
+	if (2 * p->n >= ix->cap) {
+		size_t cap = 64;
+		while (cap <= 2 * p->n)
+			cap *= 2;
+		size_t *s = calloc(cap, sizeof(*s));
+		if (!s) {
+			ix->broken = true;
+			return false;
+		}
+		free(ix->slot);
+		ix->slot = s;
+		ix->cap = cap;
+		ix->n = 0;
+	}
+	for (; ix->n < p->n; ix->n++)
+		idx_insert(ix, p, ix->n);
+	return true;
+}
+
+static ssize_t prompts_find(struct id_index *ix, const struct lynn_qv_prompts *p, const char *id)
+{
+	if (!p)
+		return -1;
+	if (!idx_sync(ix, p)) {
+		for (size_t i = 0; i < p->n; i++)
+			if (!strcmp(p->items[i].id, id))
+				return (ssize_t)i;
+		return -1;
+	}
+	for (size_t m = ix->cap - 1, h = (size_t)id_hash(id) & m; ix->slot[h]; h = (h + 1) & m)
+		if (!strcmp(p->items[ix->slot[h] - 1].id, id))
+			return (ssize_t)(ix->slot[h] - 1);
 	return -1;
 }
 
@@ -208,7 +271,7 @@ struct load_ctx {
 	struct lynn_qv_prompts *p;
 	size_t cap;
 	const struct lynn_qv_prompts *known;
-	struct lynn_qv_run *run;
+	struct id_index ix, ix_known;
 };
 
 static int prompt_line(void *ud, const cJSON *rec, size_t line, struct lynn_err *err)
@@ -231,7 +294,7 @@ static int prompt_line(void *ud, const cJSON *rec, size_t line, struct lynn_err 
 				 c->path, line);
 	if ((rc = record_id(rec, c->path, line, false, &q.id, err)))
 		return rc;
-	if (prompts_find(c->p, q.id) >= 0) {
+	if (prompts_find(&c->ix, c->p, q.id) >= 0) {
 		rc = lynn_errf(err, -LYNN_EFORMAT, "quant-verify: '%s' line %zu: id '%s' repeated",
 			       c->path, line, q.id);
 		goto fail;
@@ -273,6 +336,7 @@ int lynn_qv_prompts_load(const char *path, struct lynn_qv_prompts *out, struct l
 	struct load_ctx c = { .path = path, .p = out };
 	memset(out, 0, sizeof(*out));
 	int rc = jsonl_each(path, prompt_line, &c, err);
+	idx_release(&c.ix);
 	if (rc)
 		lynn_qv_prompts_release(out);
 	return rc;
@@ -285,12 +349,12 @@ static int output_id_line(void *ud, const cJSON *rec, size_t line, struct lynn_e
 	int rc = record_id(rec, c->path, line, true, &q.id, err);
 	if (rc)
 		return rc;
-	if (prompts_find(c->p, q.id) >= 0) {
+	if (prompts_find(&c->ix, c->p, q.id) >= 0) {
 		rc = lynn_errf(err, -LYNN_EFORMAT, "quant-verify: '%s' line %zu: id '%s' repeated",
 			       c->path, line, q.id);
 		goto fail;
 	}
-	ssize_t k = prompts_find(c->known, q.id);
+	ssize_t k = prompts_find(&c->ix_known, c->known, q.id);
 	if (!(q.prompt = strdup(k >= 0 ? c->known->items[k].prompt : ""))) {
 		rc = lynn_errf(err, -LYNN_ENOMEM, "quant-verify: out of memory");
 		goto fail;
@@ -313,6 +377,8 @@ int lynn_qv_prompts_from_outputs(const char *path, const struct lynn_qv_prompts 
 	struct load_ctx c = { .path = path, .p = out, .known = known };
 	memset(out, 0, sizeof(*out));
 	int rc = jsonl_each(path, output_id_line, &c, err);
+	idx_release(&c.ix);
+	idx_release(&c.ix_known);
 	if (rc)
 		lynn_qv_prompts_release(out);
 	return rc;
@@ -926,6 +992,7 @@ struct outputs_ctx {
 	const char *path;
 	const struct lynn_qv_prompts *p;
 	struct lynn_qv_run *run;
+	struct id_index ix;
 };
 
 static int output_line(void *ud, const cJSON *rec, size_t line, struct lynn_err *err)
@@ -941,7 +1008,7 @@ static int output_line(void *ud, const cJSON *rec, size_t line, struct lynn_err 
 			       c->path, line, o ? "is not a string" : "is missing");
 		goto out;
 	}
-	ssize_t k = prompts_find(c->p, id);
+	ssize_t k = prompts_find(&c->ix, c->p, id);
 	if (k < 0) {
 		lynn_log_debug("quant-verify: '%s' line %zu: id '%s' is not a prompt; ignored", c->path,
 			       line, id);
@@ -967,7 +1034,9 @@ int lynn_qv_run_load(struct lynn_qv_run *run, const char *label, const char *pat
 		return rc;
 	run->source = LYNN_QV_SRC_OUTPUTS;
 	struct outputs_ctx c = { .path = path, .p = p, .run = run };
-	if ((rc = jsonl_each(path, output_line, &c, err))) {
+	rc = jsonl_each(path, output_line, &c, err);
+	idx_release(&c.ix);
+	if (rc) {
 		lynn_qv_run_release(run);
 		return rc;
 	}
