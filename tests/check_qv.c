@@ -679,6 +679,8 @@ START_TEST(test_bad_input)
 		{ "--reference " TINY " --variant =" TINY, "LABEL=PATH" },
 		{ "--reference " TINY " --variant a=", "LABEL=PATH" },
 		{ "--reference " TINY " --variant a=" TINY " --variant a=" TINY, "given twice" },
+		{ "--reference " TINY " --variant reference=" TINY, "clashes with 'reference'" },
+		{ "--reference " TINY " --variant a/b=" TINY " --variant a_b=" TINY, "clashes with 'a/b'" },
 		{ "--reference " TINY " --variant a=" TINY " --max-tokens 0", "--max-tokens" },
 		{ "--reference " TINY " --variant a=" TINY " --max-tokens x", "--max-tokens" },
 		{ "--reference " TINY " --variant a=" TINY " --min-similarity 1.5", "--min-similarity" },

@@ -259,12 +259,22 @@ int cmd_quant_verify(int argc, char **argv)
 		goto out;
 	}
 	for (int i = 0; i < n_var; i++)
-		for (int j = 0; j < i; j++)
-			if (!strcmp(var[i].label, var[j].label)) {
-				status = cmd_usage_error("quant-verify", "variant label '%s' given twice",
-							 var[i].label);
+		for (int j = -1; j < i; j++) {
+			/* labels name the outputs files: no two may map to one file name */
+			char *a = file_name(var[i].label, ""), *b = file_name(j < 0 ? "reference" : var[j].label, "");
+			bool same = a && b && !strcmp(a, b);
+			free(a);
+			free(b);
+			if (same) {
+				status = j >= 0 && !strcmp(var[i].label, var[j].label)
+						 ? cmd_usage_error("quant-verify", "variant label '%s' given twice",
+								   var[i].label)
+						 : cmd_usage_error("quant-verify", "variant label '%s' clashes with '%s' "
+								   "(same outputs file name)", var[i].label,
+								   j < 0 ? "reference" : var[j].label);
 				goto out;
 			}
+		}
 	if (out_dir && (status = lynn_tmpdir_create(&td, out_dir, force, &err) ? cmd_fail(&err) : 0))
 		goto out;
 
