@@ -192,7 +192,10 @@ int lynn_qv_run_write(const struct lynn_qv_run *run, const struct lynn_qv_prompt
  * end-of-generation id or max_tokens; the text is the generated ids decoded
  * with special tokens skipped (as OpenAI-compatible servers return it), a
  * leading <think>…</think> block dropped, trimmed. NaN/Inf in any logits
- * row sets the output's nonfinite flag. */
+ * row sets the output's nonfinite flag. `out` is overwritten: out->text is
+ * a heap string the caller frees (NULL after an error); n_tokens counts the
+ * generated ids (the end-of-generation id included), gen_s is prefill +
+ * decode time. */
 int lynn_qv_generate_one(struct lynn_engine *e, const char *prompt, int max_tokens,
 			 struct lynn_qv_output *out, struct lynn_err *err);
 
