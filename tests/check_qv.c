@@ -321,10 +321,10 @@ END_TEST
 
 /* ===== in-process on the tiny checkpoints ===== */
 
-enum corrupt { SCALE_EXPERTS, ZERO_LAYER };
+enum corrupt { SCALE_EXPERTS, ZERO_LAYER, NAN_NORM };
 
 /* Copy the text-only f32 checkpoint into dst with the routed experts
- * scaled x8, or every weight of layer 1 zeroed. */
+ * scaled x8, every weight of layer 1 zeroed, or the final norm NaN. */
 static void write_corrupted(const char *dst, enum corrupt how)
 {
 	static const char *files[] = { "config.json", "generation_config.json", "tokenizer.json",
@@ -344,11 +344,12 @@ static void write_corrupted(const char *dst, enum corrupt how)
 		float *x = malloc(t->nbytes ? t->nbytes : 1);
 		memcpy(x, t->data, t->nbytes);
 		bool change = how == SCALE_EXPERTS ? lynn_tensor_is_routed_expert(t->name)
-						   : strstr(t->name, "layers.1.") != NULL;
+			      : how == ZERO_LAYER  ? strstr(t->name, "layers.1.") != NULL
+						   : !strcmp(t->name, "model.norm.weight");
 		if (change) {
 			ck_assert_int_eq(t->dtype, LYNN_DTYPE_F32);
 			for (int64_t k = 0; k < t->n_elems; k++)
-				x[k] = how == SCALE_EXPERTS ? x[k] * 8.0f : 0.0f;
+				x[k] = how == SCALE_EXPERTS ? x[k] * 8.0f : how == ZERO_LAYER ? 0.0f : NAN;
 			n_changed++;
 		}
 		ck_assert_int_eq(lynn_st_writer_write(w, x, t->nbytes, &err), 0);
@@ -420,12 +421,14 @@ END_TEST
 START_TEST(test_corrupted_fail)
 {
 	char *dir = tu_mkdtemp(), *pr = lynn_path_join(dir, "prompts.jsonl"),
-	     *x8 = lynn_path_join(dir, "experts_x8"), *z = lynn_path_join(dir, "layer1_zero"), *args;
+	     *x8 = lynn_path_join(dir, "experts_x8"), *z = lynn_path_join(dir, "layer1_zero"),
+	     *nan = lynn_path_join(dir, "norm_nan"), *args;
 	tu_write(pr, CLEAN_PROMPTS, strlen(CLEAN_PROMPTS));
 	write_corrupted(x8, SCALE_EXPERTS);
 	write_corrupted(z, ZERO_LAYER);
-	ck_assert(asprintf(&args, "--reference %s --variant x8='%s' --variant zero='%s' --prompts '%s' "
-			   "--max-tokens " CLEAN_MAX_TOKENS, TINY, x8, z, pr) > 0);
+	write_corrupted(nan, NAN_NORM);
+	ck_assert(asprintf(&args, "--reference %s --variant x8='%s' --variant zero='%s' --variant nan='%s' "
+			   "--prompts '%s' --max-tokens " CLEAN_MAX_TOKENS, TINY, x8, z, nan, pr) > 0);
 	cJSON *rep = qv_json(args, 1);
 	ck_assert_str_eq(str(rep, "verdict"), "FAIL");
 	const char *labels[] = { "x8", "zero" };
@@ -438,12 +441,21 @@ START_TEST(test_corrupted_fail)
 		ck_assert_ptr_nonnull(strstr(cJSON_GetStringValue(cJSON_GetArrayItem(rs, 0)),
 					     "mean_similarity"));
 	}
+	/* NaN logits: every answer fails quality with nonfinite_logits */
+	cJSON *v = variant(rep, "nan"), *it;
+	ck_assert_str_eq(str(v, "verdict"), "FAIL");
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(v, "items")) {
+		char *q = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(it, "quality"));
+		ck_assert_msg(strstr(q, "nonfinite_logits"), "%s", q);
+		free(q);
+	}
 	cJSON_Delete(rep);
 	free(args);
 	lynn_rm_rf(dir);
 	free(pr);
 	free(x8);
 	free(z);
+	free(nan);
 	free(dir);
 }
 END_TEST
