@@ -302,8 +302,9 @@ static int parse_response(const char *body, size_t len, char **text, char **reas
 			}
 		}
 	}
-	*text = lynn_buf_detach(&t);
-	*reasoning = lynn_buf_detach(&r);
+	/* (an empty lynn_buf detaches without a NUL: copy "" instead) */
+	*text = t.len ? lynn_buf_detach(&t) : strdup("");
+	*reasoning = r.len ? lynn_buf_detach(&r) : strdup("");
 	if (!*text || !*reasoning || !*finish)
 		rc = lynn_errf(err, -LYNN_ENOMEM, "client: out of memory");
 out:
