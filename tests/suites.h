@@ -2,4 +2,7 @@
 LYNN_SUITE(core)
 LYNN_SUITE(eval)
 LYNN_SUITE(lora)
+LYNN_SUITE(hub)
+LYNN_SUITE(cpu)
+LYNN_SUITE(model)
 LYNN_SUITE(score)
