@@ -31,6 +31,7 @@
 #include "lynn/eval.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/qverify.h"
 #include "testutil.h"
 
 #define EVAL_FIX FIXTURES "/eval"
@@ -90,7 +91,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	char key[4096], why[400];
 	int n_att, mt;
 
+	char prefix[64] = "";
+
 	(void)version;
+	/* "/NAME/v1/..." serves the canned table NAME (one server, many variants) */
+	if (strncmp(url, "/v1/", 4)) {
+		const char *sl = strchr(url + 1, '/');
+		if (sl && (size_t)(sl - url - 1) < sizeof(prefix)) {
+			snprintf(prefix, sizeof(prefix), "%.*s", (int)(sl - url - 1), url + 1);
+			url = sl;
+		}
+	}
 	if (!strcmp(method, "GET") && !strcmp(url, "/v1/models"))
 		return reply(c, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"base-model\",\"object\":\"model\"}]}");
 	if (strcmp(method, "POST") || strcmp(url, "/v1/chat/completions"))
@@ -146,8 +157,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		snprintf(why, sizeof(why), "max_tokens %d, the toolkit used %d", mt, (int)want_mt->valuedouble);
 	else if ((mt == 256) != (cJSON_GetArraySize(cJSON_GetObjectItem(req, "tools")) > 0))
 		snprintf(why, sizeof(why), "tools missing on a v8 prompt or present elsewhere");
-	table = cJSON_GetObjectItem(f->canned, strcmp(model, "base-model") ? "cand" : "base");
-	if (!strcmp(model, "base-model") || !strcmp(model, "cand"))
+	table = cJSON_GetObjectItem(f->canned, prefix[0] ? prefix : strcmp(model, "base-model") ? "cand" : "base");
+	if (prefix[0] || !strcmp(model, "base-model") || !strcmp(model, "cand"))
 		out = cJSON_GetStringValue(cJSON_GetObjectItem(table, prompt));
 	else
 		out = NULL;
@@ -167,6 +178,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		cJSON_AddStringToObject(m, "role", "assistant");
 		cJSON_AddStringToObject(m, "content", out);
 		cJSON_AddStringToObject(c0, "finish_reason", "stop");
+		cJSON_AddNumberToObject(cJSON_AddObjectToObject(r, "usage"), "completion_tokens", 16);
 		s = cJSON_PrintUnformatted(r);
 		cJSON_Delete(r);
 		pthread_mutex_lock(&f->mu);
@@ -191,15 +203,11 @@ static void done_conn(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 	}
 }
 
-static void fake_start(struct fake *f, const char *scenario)
+static void fake_start_json(struct fake *f, cJSON *canned)
 {
-	char path[512];
-	struct lynn_err e = { 0 };
 	memset(f, 0, sizeof(*f));
 	pthread_mutex_init(&f->mu, NULL);
-	snprintf(path, sizeof(path), EVAL_FIX "/%s/canned.json", scenario);
-	f->canned = lynn_json_load(path, 16 << 20, &e);
-	ck_assert_msg(f->canned != NULL, "%s", e.msg);
+	f->canned = canned;
 	f->attempts = cJSON_CreateObject();
 	f->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
 				NULL, handle, f, MHD_OPTION_NOTIFY_COMPLETED, done_conn, f,
@@ -207,6 +215,17 @@ static void fake_start(struct fake *f, const char *scenario)
 	ck_assert_ptr_nonnull(f->d);
 	f->port = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT)->port;
 	ck_assert_int_gt(f->port, 0);
+}
+
+static void fake_start(struct fake *f, const char *scenario)
+{
+	char path[512];
+	struct lynn_err e = { 0 };
+	cJSON *canned;
+	snprintf(path, sizeof(path), EVAL_FIX "/%s/canned.json", scenario);
+	canned = lynn_json_load(path, 16 << 20, &e);
+	ck_assert_msg(canned != NULL, "%s", e.msg);
+	fake_start_json(f, canned);
 }
 
 static void fake_stop(struct fake *f)
@@ -843,6 +862,217 @@ START_TEST(test_prompt_golds)
 }
 END_TEST
 
+/* ===== quant-verify ===== */
+
+/* The quality checks equal the toolkit's quality_check on the same texts
+ * (tests/tools/gen_qv_fixtures.py). */
+START_TEST(test_qv_quality_oracle)
+{
+	char *data = tu_read(FIXTURES "/qv/quality.jsonl", NULL), *line, *save = NULL;
+	int n = 0;
+	ck_assert_ptr_nonnull(data);
+	for (line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		cJSON *c = cJSON_Parse(line), *a, *got;
+		struct lynn_qv_prompt p = { 0 };
+		char *anchors[16], diff[1024] = "", path[64];
+		bool pass;
+		ck_assert_ptr_nonnull(c);
+		p.id = p.task = cJSON_GetStringValue(cJSON_GetObjectItem(c, "task"));
+		cJSON_ArrayForEach(a, cJSON_GetObjectItem(c, "anchors")) anchors[p.n_anchors++] = a->valuestring;
+		p.anchors = anchors;
+		got = lynn_qv_quality(cJSON_GetStringValue(cJSON_GetObjectItem(c, "text")), &p, &pass);
+		ck_assert_ptr_nonnull(got);
+		snprintf(path, sizeof(path), "case %d (%s)", n, p.task);
+		json_diff(cJSON_GetObjectItem(c, "quality"), got, path, diff, sizeof(diff));
+		ck_assert_msg(!diff[0], "quality differs from the toolkit's: %s", diff);
+		ck_assert(pass == cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "quality"), "pass")));
+		cJSON_Delete(got);
+		cJSON_Delete(c);
+		n++;
+	}
+	ck_assert_int_ge(n, 40);
+	free(data);
+}
+END_TEST
+
+/* Does the JSON text of o contain needle? */
+static bool json_has(const cJSON *o, const char *needle)
+{
+	char *t = cJSON_PrintUnformatted(o);
+	bool has = t && strstr(t, needle);
+	free(t);
+	return has;
+}
+
+/* Answers to the built-in prompts for the scripted variants. */
+static cJSON *qv_canned(void)
+{
+	static const char *good[6] = {
+		"激活参数指每个 token 实际参与计算的参数:路由选中的少数专家加上共享层,远少于总参数。",
+		"def factorial(n):\n    return 1 if n <= 1 else n * factorial(n - 1)",
+		"KV cache 保存已经算过的 key 和 value,解码新 token 时不用重算前面的注意力,省时间但占内存。",
+		"明天上海可能下雨,出门记得带伞,穿防水的鞋。",
+		"Average speed = 200 km / 2.5 h = 80 km/h.",
+		"SELECT * FROM orders WHERE amount > 100;",
+	};
+	static const char *near[6] = {
+		"激活参数指每个 token 实际参与计算的参数:路由选中的少数专家加上共享层,比总参数少得多。",
+		"def factorial(n):\n    return 1 if n <= 1 else n * factorial(n-1)",
+		"KV cache 保存已经算过的 key 和 value,解码新 token 时不必重算前面的注意力,省时间但占内存。",
+		"明天上海可能下雨,出门记得带伞,穿防水的鞋子。",
+		"Average speed = 200 km / 2.5 h = 80 km/h",
+		"SELECT * FROM orders WHERE amount > 100",
+	};
+	static const char *garbage[6] = {
+		"专家 upupup upupup upupup", "def def def def def def", "cache Привет мир Привет мир",
+		"伞伞伞伞伞伞伞伞", "80 km ☔☔☔☔☔☔☔☔☔☔☔☔", "ok",
+	};
+	static const char *drift[6] = {
+		"参数就是模型里的权重,训练时学到的数字。激活参数也是参数的一种。",
+		"You can compute a factorial with a loop: multiply the numbers from 1 to n; use def in Python.",
+		"缓存可以加速推理,这是常见的工程优化,许多系统都会这样做。",
+		"天气多变,建议关注预报,合理安排出行。",
+		"The speed is eighty km per hour, computed from distance over time.",
+		"You would select rows from the orders table using a where clause on the amount column.",
+	};
+	const struct lynn_qv_prompt *p;
+	size_t n = lynn_qv_builtin_prompts(&p);
+	cJSON *c = cJSON_CreateObject();
+	const char **sets[4] = { good, near, garbage, drift };
+	const char *names[5] = { "ref", "near", "garbage", "drift", "same" };
+	ck_assert_uint_eq(n, 6);
+	for (int k = 0; k < 5; k++) {
+		cJSON *t = cJSON_AddObjectToObject(c, names[k]);
+		for (size_t i = 0; i < n; i++)
+			cJSON_AddStringToObject(t, p[i].prompt, sets[k == 4 ? 0 : k][i]);
+	}
+	return c;
+}
+
+START_TEST(test_qv_endpoint)
+{
+	struct fake f;
+	char *dir = tu_mkdtemp(), *args;
+	struct tu_run r;
+	cJSON *j, *res, *x;
+	const char *want[][2] = { { "reference", "PASS" }, { "same", "PASS" }, { "q4_k_m", "PASS" },
+				  { "garbage", "FAIL" }, { "drift", "FAIL" }, { "down", "LOAD_FAIL" },
+				  { "folder", "LOAD_FAIL" } };
+	int i = 0;
+
+	fake_start_json(&f, qv_canned());
+	ck_assert(asprintf(&args, "-q quant-verify --reference http://127.0.0.1:%d/ref/v1 "
+			   "--variant same=http://127.0.0.1:%d/same/v1 --variant q4_k_m=http://127.0.0.1:%d/near/v1 "
+			   "--variant garbage=http://127.0.0.1:%d/garbage/v1 --variant drift=http://127.0.0.1:%d/drift/v1 "
+			   "--variant down=http://127.0.0.1:%d/v1 --variant folder=tests/fixtures --retries 1 --backoff 0.01 "
+			   "--out-dir '%s' --json", f.port, f.port, f.port, f.port, f.port, dead_port(), dir) > 0);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+	ck_assert_msg(!f.bad[0], "%s", f.bad);
+	j = cJSON_Parse(r.out);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema_version")), "lynn-quant-verify-v2");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "verdict")), "FAIL");
+	res = cJSON_GetObjectItem(j, "results");
+	ck_assert_int_eq(cJSON_GetArraySize(res), 7);
+	cJSON_ArrayForEach(x, res) {
+		ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(x, "label")), want[i][0]);
+		ck_assert_msg(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(x, "verdict")), want[i][1]), "%s: %s",
+			      want[i][0], cJSON_GetStringValue(cJSON_GetObjectItem(x, "verdict")));
+		i++;
+	}
+	/* the reference and an identical variant score 1.0 */
+	ck_assert(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 0), "mean_similarity")) == 1.0);
+	ck_assert(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 1), "mean_similarity")) == 1.0);
+	ck_assert(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 2), "mean_similarity")) >= 0.70);
+	ck_assert(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 1), "avg_tokens_per_sec")) > 0);
+	/* garbage: every output incoherent, with reasons; drift: coherent but dissimilar */
+	x = cJSON_GetArrayItem(res, 3);
+	ck_assert_int_eq((int)cJSON_GetNumberValue(cJSON_GetObjectItem(x, "n_coherent")), 0);
+	ck_assert(json_has(cJSON_GetObjectItem(x, "reasons"), "incoherent_outputs:6/6"));
+	x = cJSON_GetArrayItem(res, 4);
+	ck_assert_int_eq((int)cJSON_GetNumberValue(cJSON_GetObjectItem(x, "n_coherent")), 6);
+	ck_assert(json_has(cJSON_GetObjectItem(x, "reasons"), "mean_similarity:"));
+	ck_assert_ptr_nonnull(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 5), "load_error"));
+	ck_assert_ptr_nonnull(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 6), "load_error")),
+				     "not available"));
+	cJSON_Delete(j);
+	tu_run_free(&r);
+	free(args);
+	/* only the passing variants: exit 0 and the table */
+	ck_assert(asprintf(&args, "-q quant-verify --reference http://127.0.0.1:%d/ref/v1 --variant same=http://127.0.0.1:%d/same/v1 "
+			   "--out-dir '%s'", f.port, f.port, dir) > 0);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "| same | PASS | 6/6 | 1.0000 |"));
+	tu_run_free(&r);
+	free(args);
+	fake_stop(&f);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
+static void write_str(const char *path, const char *s)
+{
+	tu_write(path, s, strlen(s));
+}
+
+/* Offline mode on output files, and --prompts with anchors. */
+START_TEST(test_qv_offline)
+{
+	char *dir = tu_mkdtemp(), p[512], *args;
+	struct tu_run r;
+	cJSON *j, *res;
+	snprintf(p, sizeof(p), "%s/prompts.jsonl", dir);
+	write_str(p, "{\"id\":\"a\",\"prompt\":\"capital of France?\",\"anchors\":[\"Paris\"]}\n"
+		    "{\"id\":\"b\",\"prompt\":\"2+2?\"}\n");
+	snprintf(p, sizeof(p), "%s/ref.jsonl", dir);
+	write_str(p, "{\"id\":\"a\",\"output\":\"The capital of France is Paris.\"}\n{\"id\":\"b\",\"output\":\"2 + 2 = 4, of course.\"}\n");
+	snprintf(p, sizeof(p), "%s/v.jsonl", dir);
+	write_str(p, "{\"id\":\"b\",\"output\":\"2 + 2 = 4, of course.\"}\n{\"id\":\"a\",\"output\":\"The capital of France is Lyon.\"}\n");
+	ck_assert(asprintf(&args, "-q quant-verify --reference-outputs '%s/ref.jsonl' --variant-outputs 'v=%s/v.jsonl' "
+			   "--variant-outputs 'missing=%s/nope.jsonl' --prompts '%s/prompts.jsonl' --out-dir '%s' --json",
+			   dir, dir, dir, dir, dir) > 0);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 1, "%d %s", r.status, r.err);
+	j = cJSON_Parse(r.out);
+	res = cJSON_GetObjectItem(j, "results");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 0), "verdict")), "PASS");
+	/* "Lyon" misses the anchor */
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 1), "verdict")), "FAIL");
+	ck_assert(json_has(cJSON_GetArrayItem(res, 1), "missing_semantic_anchor:a"));
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 2), "verdict")), "LOAD_FAIL");
+	cJSON_Delete(j);
+	tu_run_free(&r);
+	free(args);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
+START_TEST(test_qv_usage)
+{
+	static const struct {
+		const char *args, *msg;
+	} cases[] = {
+		{ "quant-verify --variant a=http://x/v1", "--reference" },
+		{ "quant-verify --reference http://x/v1", "no --variant" },
+		{ "quant-verify --reference http://x/v1 --variant nolabel", "LABEL=PATH" },
+		{ "quant-verify --reference tests/fixtures --variant a=http://x/v1", "not available" },
+		{ "quant-verify --reference-outputs /no/such.jsonl --variant-outputs a=x", "not found" },
+		{ "quant-verify --reference http://x/v1 --variant a=b --min-similarity 2", "out of range" },
+		{ "quant-verify --reference http://x/v1 --variant a=b --prompts /no/such.jsonl", "not found" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		struct tu_run r = tu_lynn(cases[i].args, NULL, NULL);
+		ck_assert_msg(r.status == 2, "'%s': exit %d (%s)", cases[i].args, r.status, r.err);
+		ck_assert_msg(strstr(r.err, cases[i].msg), "'%s': stderr lacks '%s': %s", cases[i].args, cases[i].msg, r.err);
+		tu_run_free(&r);
+	}
+}
+END_TEST
+
 Suite *eval_suite(void)
 {
 	Suite *s = suite_create("eval");
@@ -864,6 +1094,15 @@ Suite *eval_suite(void)
 	tcase_add_test(e, test_out_dir);
 	tcase_add_test(e, test_daily_mix);
 	tcase_set_timeout(e, 120);
+	{
+		TCase *q = tcase_create("quant_verify");
+		tcase_add_test(q, test_qv_quality_oracle);
+		tcase_add_test(q, test_qv_endpoint);
+		tcase_add_test(q, test_qv_offline);
+		tcase_add_test(q, test_qv_usage);
+		tcase_set_timeout(q, 60);
+		suite_add_tcase(s, q);
+	}
 	suite_add_tcase(s, u);
 	suite_add_tcase(s, e);
 	return s;

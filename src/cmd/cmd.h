@@ -40,6 +40,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_push(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_quant_verify(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 

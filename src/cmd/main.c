@@ -25,6 +25,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "logits", cmd_logits, "write a model's logits for token ids (parity tool)" },
 	{ "generate", cmd_generate, "generate text or token ids from a model" },
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
+	{ "quant-verify", cmd_quant_verify, "are quantized variants still the reference model? (similarity + quality)" },
 	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
 	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
 };
