@@ -65,7 +65,8 @@ static bool is_url(const char *s)
 }
 
 struct variant {
-	const char *label, *path;
+	char label[128];
+	const char *path;
 	bool offline;
 };
 
@@ -373,9 +374,9 @@ static char *markdown(const cJSON *rep)
 static int parse_label(const char *arg, const char *flag, struct variant *v)
 {
 	const char *eq = strchr(arg, '=');
-	if (!eq || eq == arg || !eq[1])
+	if (!eq || eq == arg || !eq[1] || (size_t)(eq - arg) >= sizeof(v->label))
 		return cmd_usage_error("quant-verify", "%s: '%s' is not LABEL=PATH", flag, arg);
-	v->label = strndup(arg, (size_t)(eq - arg));
+	snprintf(v->label, sizeof(v->label), "%.*s", (int)(eq - arg), arg);
 	v->path = eq + 1;
 	return 0;
 }
@@ -579,8 +580,6 @@ out:
 	free(rg.text);
 	free(rg.latency);
 	free(rg.n_tok);
-	for (int k = 0; k < nv; k++)
-		free((char *)vars[k].label);
 	lynn_qv_prompts_free(owned, owned ? n : 0);
 	lynn_score_ctx_free(ctx);
 	cJSON_Delete(rep);
