@@ -13,6 +13,7 @@
  * base/adapter paths, the sanity file path).
  */
 #include <check.h>
+#include <stdint.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -648,7 +649,7 @@ START_TEST(test_usage_errors)
 		{ "eval", "--model is required" },
 		{ "eval --model http://127.0.0.1:9/v1", "no baseline" },
 		{ "eval --model http://127.0.0.1:9/v1 --adapter a --bogus", "unknown" },
-		{ "eval --model tests/fixtures --adapter tests/fixtures --prompts-dir " EVAL_FIX "/prompts", "not available" },
+		{ "eval --model tests/fixtures --adapter tests/fixtures --prompts-dir " EVAL_FIX "/prompts", "config.json" },
 		{ "eval --model /no/such/model --adapter x --prompts-dir " EVAL_FIX "/prompts", "not found" },
 		{ "eval --model http://x/v1 --adapter a --prompts-dir /no/such/dir", "not found" },
 		{ "eval --model ftp://x --adapter a --prompts-dir " EVAL_FIX "/prompts", "not an http(s) URL" },
@@ -862,6 +863,103 @@ START_TEST(test_prompt_golds)
 }
 END_TEST
 
+/* Drop added tokens written like "<|name|>" or "<name>", then strip. */
+static void drop_specials(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r;) {
+		if (r[0] == '<') {
+			/* <name>, <|name|>: [a-z0-9_], optional bars */
+			size_t k = 1 + (r[1] == '|');
+			while (r[k] == '_' || (r[k] >= 'a' && r[k] <= 'z') || (r[k] >= '0' && r[k] <= '9'))
+				k++;
+			if (r[k] == '|')
+				k++;
+			if (r[k] == '>' && k > 1) {
+				r += k + 1;
+				continue;
+			}
+		}
+		*w++ = *r++;
+	}
+	*w = 0;
+	lynn_eval_strip(s);
+}
+
+/* In-process (engine, adapter on/off per request) on the tiny model: the
+ * answers equal `lynn generate` with and without the adapter; --resume
+ * regenerates nothing. */
+START_TEST(test_eval_inprocess)
+{
+	const char *tiny = FIXTURES "/qwen35moe-tiny", *lora = FIXTURES "/lora-tiny";
+	char *dir = tu_mkdtemp(), *args, cpath[512], key[65];
+	const char *prompt = "用 markdown 表格比较 HTTP/1.1 和 HTTP/2。";
+	struct tu_run r;
+	struct lynn_cache *c;
+	const cJSON *rec;
+
+	if (!lynn_dir_exists(tiny) || !lynn_dir_exists(lora)) {
+		free(dir);
+		return;
+	}
+	ck_assert(asprintf(&args, "-q eval --model %s --adapter %s --sanity-pass --prompts-dir " EVAL_FIX "/prompts "
+			   "--output '%s/r.json' --threads 1", tiny, lora, dir) > 0);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0 || r.status == 1, "exit %d: %s", r.status, r.err);
+	ck_assert(!strcmp(last_line(r.out), "__FOUR_GATE_PASS__\n") || !strcmp(last_line(r.out), "__FOUR_GATE_FAIL__\n"));
+	{
+		char rp[512];
+		cJSON *j;
+		snprintf(rp, sizeof(rp), "%s/r.json", dir);
+		j = load_json(rp);
+		ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "runner")), "local");
+		ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "adapter")), lora);
+		cJSON_Delete(j);
+	}
+	tu_run_free(&r);
+	snprintf(cpath, sizeof(cpath), "%s/r.cache.jsonl.zst", dir);
+	c = lynn_cache_open(cpath, true, NULL);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(lynn_cache_n_loaded(c), 36);
+	for (int side = 0; side < 2; side++) {
+		char *cmd, *gen;
+		lynn_cache_key(key, tiny, side ? NULL : lora, prompt, NULL, 384, false);
+		rec = lynn_cache_get(c, key);
+		ck_assert_ptr_nonnull(rec);
+		ck_assert(asprintf(&cmd, "-q generate --model %s %s%s --prompt '%s' --max-tokens 384 --threads 1", tiny,
+				   side ? "" : "--adapter ", side ? "" : lora, prompt) > 0);
+		r = tu_lynn(cmd, NULL, NULL);
+		ck_assert_int_eq(r.status, 0);
+		/* generate keeps special and non-special added tokens; eval skips the
+		 * special ones: compare with every <|…|> token dropped on both sides */
+		gen = strdup(r.out);
+		drop_specials(gen);
+		{
+			char *ev = strdup(cJSON_GetStringValue(cJSON_GetObjectItem(rec, "output")));
+			drop_specials(ev);
+			ck_assert_msg(strlen(gen) > 0 && !strcmp(gen, ev), "%s: eval's answer differs from lynn generate's",
+				      side ? "base" : "adapter");
+			free(ev);
+		}
+		free(gen);
+		free(cmd);
+		tu_run_free(&r);
+	}
+	lynn_cache_close(c);
+	/* resume: everything from the cache */
+	free(args);
+	ck_assert(asprintf(&args, "-v eval --model %s --adapter %s --sanity-pass --prompts-dir " EVAL_FIX "/prompts "
+			   "--output '%s/r.json' --threads 1 --resume", tiny, lora, dir) > 0);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert(strstr(r.err, "g1 style (candidate): 8 of 8 outputs from the cache"));
+	ck_assert(!strstr(r.err, "generate: "));
+	tu_run_free(&r);
+	free(args);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 /* ===== quant-verify ===== */
 
 /* The quality checks equal the toolkit's quality_check on the same texts
@@ -995,7 +1093,7 @@ START_TEST(test_qv_endpoint)
 	ck_assert(json_has(cJSON_GetObjectItem(x, "reasons"), "mean_similarity:"));
 	ck_assert_ptr_nonnull(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 5), "load_error"));
 	ck_assert_ptr_nonnull(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 6), "load_error")),
-				     "not available"));
+				     "config.json"));
 	cJSON_Delete(j);
 	tu_run_free(&r);
 	free(args);
@@ -1051,6 +1149,106 @@ START_TEST(test_qv_offline)
 }
 END_TEST
 
+/* Copy the tiny model and overwrite the data of every tensor whose name
+ * contains `match` with the 2-byte pattern `fill` (little-endian BF16). */
+static void corrupt_copy(const char *src, const char *dst, const char *match, uint16_t fill)
+{
+	static const char *files[] = { "config.json", "generation_config.json", "tokenizer.json",
+				       "tokenizer_config.json", "chat_template.jinja", "model.safetensors" };
+	char a[512], b[512];
+	size_t len;
+	char *data;
+	uint64_t hl;
+	cJSON *h, *t;
+	int n = 0;
+	ck_assert_int_eq(mkdir(dst, 0755), 0);
+	for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++) {
+		snprintf(a, sizeof(a), "%s/%s", src, files[i]);
+		snprintf(b, sizeof(b), "%s/%s", dst, files[i]);
+		ck_assert_int_eq(lynn_file_copy(a, b, NULL), 0);
+	}
+	data = tu_read(b, &len);
+	memcpy(&hl, data, 8);
+	h = cJSON_ParseWithLength(data + 8, hl);
+	ck_assert_ptr_nonnull(h);
+	cJSON_ArrayForEach(t, h) {
+		cJSON *off = cJSON_GetObjectItem(t, "data_offsets");
+		size_t b0, b1;
+		if (!t->string || !strstr(t->string, match) || !off)
+			continue;
+		ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(t, "dtype")), "BF16");
+		b0 = 8 + hl + (size_t)cJSON_GetNumberValue(cJSON_GetArrayItem(off, 0));
+		b1 = 8 + hl + (size_t)cJSON_GetNumberValue(cJSON_GetArrayItem(off, 1));
+		for (size_t k = b0; k + 1 < b1 + 1 && k < b1; k += 2)
+			memcpy(data + k, &fill, 2);
+		n++;
+	}
+	ck_assert_int_gt(n, 0);
+	tu_write(b, data, len);
+	cJSON_Delete(h);
+	free(data);
+}
+
+/* In-process on the tiny model: the reference as a variant scores 1.0;
+ * experts blown up to BF16's largest value give NaN/Inf logits and fail; a
+ * zeroed layer changes the answers; an unloadable variant is LOAD_FAIL. */
+START_TEST(test_qv_inprocess)
+{
+	const char *tiny = FIXTURES "/qwen35moe-tiny";
+	char *dir = tu_mkdtemp(), big[512], zero[512], bad[512], *args;
+	struct tu_run r;
+	cJSON *j, *res, *x;
+	bool saw_nan = false;
+
+	if (!lynn_dir_exists(tiny)) {
+		free(dir);
+		return;
+	}
+	snprintf(big, sizeof(big), "%s/scaled", dir);
+	snprintf(zero, sizeof(zero), "%s/zeroed", dir);
+	snprintf(bad, sizeof(bad), "%s/broken", dir);
+	corrupt_copy(tiny, big, "layers.0.mlp.experts.", 0x7f7f);
+	corrupt_copy(tiny, zero, "layers.1.", 0x0000);
+	ck_assert_int_eq(mkdir(bad, 0755), 0);
+	{
+		char cfg[600];
+		snprintf(cfg, sizeof(cfg), "%s/config.json", bad);
+		write_str(cfg, "{");
+	}
+	ck_assert(asprintf(&args, "-q quant-verify --reference %s --variant self=%s --variant scaled=%s "
+			   "--variant zeroed=%s --variant broken=%s --max-tokens 12 --threads 1 --out-dir '%s' --json",
+			   tiny, tiny, big, zero, bad, dir) > 0);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+	j = cJSON_Parse(r.out);
+	ck_assert_ptr_nonnull(j);
+	res = cJSON_GetObjectItem(j, "results");
+	ck_assert_int_eq(cJSON_GetArraySize(res), 5);
+	x = cJSON_GetArrayItem(res, 1);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(x, "label")), "self");
+	ck_assert(cJSON_GetNumberValue(cJSON_GetObjectItem(x, "mean_similarity")) == 1.0);
+	x = cJSON_GetArrayItem(res, 2);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(x, "verdict")), "FAIL");
+	{
+		const cJSON *it;
+		cJSON_ArrayForEach(it, cJSON_GetObjectItem(x, "items")) saw_nan |= cJSON_IsTrue(cJSON_GetObjectItem(it, "nonfinite_logits"));
+	}
+	ck_assert_msg(saw_nan, "scaled experts: no NaN/Inf logits flagged");
+	ck_assert(json_has(x, "nan_or_inf_logits"));
+	x = cJSON_GetArrayItem(res, 3);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(x, "verdict")), "FAIL");
+	ck_assert(cJSON_GetNumberValue(cJSON_GetObjectItem(x, "mean_similarity")) < 1.0);
+	x = cJSON_GetArrayItem(res, 4);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(x, "verdict")), "LOAD_FAIL");
+	ck_assert(json_has(x, "config.json"));
+	cJSON_Delete(j);
+	tu_run_free(&r);
+	free(args);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 START_TEST(test_qv_usage)
 {
 	static const struct {
@@ -1059,7 +1257,7 @@ START_TEST(test_qv_usage)
 		{ "quant-verify --variant a=http://x/v1", "--reference" },
 		{ "quant-verify --reference http://x/v1", "no --variant" },
 		{ "quant-verify --reference http://x/v1 --variant nolabel", "LABEL=PATH" },
-		{ "quant-verify --reference tests/fixtures --variant a=http://x/v1", "not available" },
+		{ "quant-verify --reference ftp://x --variant a=http://x/v1", "not an http(s) URL" },
 		{ "quant-verify --reference-outputs /no/such.jsonl --variant-outputs a=x", "not found" },
 		{ "quant-verify --reference http://x/v1 --variant a=b --min-similarity 2", "out of range" },
 		{ "quant-verify --reference http://x/v1 --variant a=b --prompts /no/such.jsonl", "not found" },
@@ -1093,6 +1291,7 @@ Suite *eval_suite(void)
 	tcase_add_test(e, test_resume_after_kill);
 	tcase_add_test(e, test_out_dir);
 	tcase_add_test(e, test_daily_mix);
+	tcase_add_test(e, test_eval_inprocess);
 	tcase_set_timeout(e, 120);
 	{
 		TCase *q = tcase_create("quant_verify");
@@ -1100,6 +1299,7 @@ Suite *eval_suite(void)
 		tcase_add_test(q, test_qv_endpoint);
 		tcase_add_test(q, test_qv_offline);
 		tcase_add_test(q, test_qv_usage);
+		tcase_add_test(q, test_qv_inprocess);
 		tcase_set_timeout(q, 60);
 		suite_add_tcase(s, q);
 	}

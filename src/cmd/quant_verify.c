@@ -17,6 +17,7 @@
 #include "cmd.h"
 #include "lynn/buf.h"
 #include "lynn/client.h"
+#include "lynn/engine.h"
 #include "lynn/eval.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
@@ -42,7 +43,8 @@ static void usage(FILE *f)
 		"coherent and the mean similarity reaches --min-similarity. Report\n"
 		"lynn-quant-verify-v2 (JSON + Markdown) in --out-dir.\n"
 		"\n"
-		"  --reference PATH|URL        the reference (BF16): an OpenAI-compatible base URL\n"
+		"  --reference PATH|URL        the reference (BF16): a model folder (in-process, one\n"
+		"                              model loaded at a time) or an OpenAI-compatible base URL\n"
 		"  --variant LABEL=PATH|URL    a variant (repeatable)\n"
 		"  --reference-outputs FILE    offline: reference outputs, JSONL {\"id\",\"output\"}\n"
 		"  --variant-outputs LABEL=FILE offline: a variant's outputs (repeatable)\n"
@@ -52,6 +54,7 @@ static void usage(FILE *f)
 		"  --chrf-word-order 0|2       chrF (0, default) or chrF++ (2)\n"
 		"  --out-dir DIR               where reports go (default reports)\n"
 		"  --concurrency N, --timeout S, --retries N, --backoff S   endpoint settings\n"
+		"  --threads N                 in-process worker threads (default: all cores)\n"
 		"  --json                      print the report instead of the table\n"
 		"  -q, -v                      quieter / more detail\n"
 		"\n"
@@ -74,6 +77,8 @@ struct gen {
 	char **text;
 	double *latency;
 	int *n_tok;
+	bool *nonfinite;          /* in-process: NaN/Inf in the logits */
+	struct lynn_eval_engine *ee;
 };
 
 static int on_out(void *ud, size_t i, const struct lynn_chat_out *o, struct lynn_err *err)
@@ -85,11 +90,13 @@ static int on_out(void *ud, size_t i, const struct lynn_chat_out *o, struct lynn
 	lynn_eval_strip(g->text[i]);
 	g->latency[i] = o->latency_s;
 	g->n_tok[i] = o->completion_tokens;
+	if (g->ee)
+		g->nonfinite[i] = g->ee->last_nonfinite;
 	return 0;
 }
 
 struct settings {
-	int concurrency, retries, max_tokens, word_order;
+	int concurrency, retries, max_tokens, word_order, threads;
 	double timeout_s, backoff_s, min_sim;
 };
 
@@ -167,11 +174,34 @@ static int run_source(const struct variant *v, const struct lynn_qv_prompt *p, s
 		free(reqs);
 		return rc;
 	}
+	if (strstr(v->path, "://"))
+		return lynn_errf(err, -LYNN_EINVAL, "quant-verify: '%s' is not an http(s) URL", v->path);
 	if (!lynn_file_exists(v->path) && !lynn_dir_exists(v->path))
 		return lynn_errf(err, -LYNN_ENOTFOUND, "quant-verify: '%s' not found", v->path);
-	return lynn_errf(err, -LYNN_EUNSUPPORTED,
-			 "quant-verify: in-process generation from '%s' is not available in this build yet; "
-			 "serve it and pass its URL, or pass its outputs with --variant-outputs", v->path);
+	{
+		/* in-process, one model loaded at a time */
+		struct lynn_engine_opts eo = { st->threads, NULL };
+		struct lynn_eval_engine ee = { 0 };
+		struct lynn_chat_req *reqs = calloc(n, sizeof(*reqs));
+		if (!reqs)
+			return lynn_errf(err, -LYNN_ENOMEM, "quant-verify: out of memory");
+		ee.engine = lynn_engine_open(v->path, &eo, err);
+		if (!ee.engine) {
+			free(reqs);
+			return err ? err->code : -LYNN_EFORMAT;
+		}
+		*load_s = lynn_now() - t0;
+		for (size_t i = 0; i < n; i++) {
+			reqs[i].prompt = p[i].prompt;
+			reqs[i].max_tokens = st->max_tokens;
+		}
+		g->ee = &ee;
+		rc = lynn_eval_engine_gen(&ee, reqs, n, on_out, g, err);
+		g->ee = NULL;
+		lynn_engine_close(ee.engine);
+		free(reqs);
+		return rc;
+	}
 }
 
 /* The result object of one variant. */
@@ -181,7 +211,8 @@ static cJSON *variant_result(const struct variant *v, const struct lynn_qv_promp
 			     const struct settings *st, char **ref, const struct gen *given,
 			     struct lynn_score_ctx *ctx, bool *pass, struct lynn_err *err)
 {
-	struct gen g = { calloc(n, sizeof(char *)), calloc(n, sizeof(double)), calloc(n, sizeof(int)) };
+	struct gen g = { calloc(n, sizeof(char *)), calloc(n, sizeof(double)), calloc(n, sizeof(int)),
+			 calloc(n, sizeof(bool)), NULL };
 	cJSON *r = cJSON_CreateObject(), *items, *reasons;
 	double load_s = 0, sum_sim = 0, sum_tps = 0;
 	size_t n_coh = 0, n_tps = 0;
@@ -191,7 +222,7 @@ static cJSON *variant_result(const struct variant *v, const struct lynn_qv_promp
 	*pass = false;
 	cJSON_AddStringToObject(r, "label", v->label);
 	cJSON_AddStringToObject(r, "path", v->path);
-	if (!g.text || !g.latency || !g.n_tok) {
+	if (!g.text || !g.latency || !g.n_tok || !g.nonfinite) {
 		lynn_errf(err, -LYNN_ENOMEM, "quant-verify: out of memory");
 		cJSON_Delete(r);
 		r = NULL;
@@ -204,6 +235,7 @@ static cJSON *variant_result(const struct variant *v, const struct lynn_qv_promp
 			g.text[i] = given->text[i] ? strdup(given->text[i]) : NULL;
 			g.latency[i] = given->latency[i];
 			g.n_tok[i] = given->n_tok[i];
+			g.nonfinite[i] = given->nonfinite[i];
 		}
 		load_s = given_load_s;
 		rc = 0;
@@ -271,11 +303,13 @@ static cJSON *variant_result(const struct variant *v, const struct lynn_qv_promp
 			r = NULL;
 			goto out;
 		}
-		if (!g.text[i]) {
+		if (!g.text[i] || g.nonfinite[i]) {
 			ok = false;
-			cJSON_AddItemToArray(cJSON_GetObjectItem(q, "reasons"), cJSON_CreateString("missing_output"));
+			cJSON_AddItemToArray(cJSON_GetObjectItem(q, "reasons"),
+					     cJSON_CreateString(g.text[i] ? "nan_or_inf_logits" : "missing_output"));
 			cJSON_ReplaceItemInObject(q, "pass", cJSON_CreateFalse());
 		}
+		cJSON_AddBoolToObject(it, "nonfinite_logits", g.nonfinite[i]);
 		cJSON_AddBoolToObject(it, "coherent", ok);
 		cJSON_AddItemToObject(it, "quality", q);
 		n_coh += ok;
@@ -314,6 +348,7 @@ out:
 	free(g.text);
 	free(g.latency);
 	free(g.n_tok);
+	free(g.nonfinite);
 	return r;
 }
 
@@ -384,7 +419,7 @@ static int parse_label(const char *arg, const char *flag, struct variant *v)
 int cmd_quant_verify(int argc, char **argv)
 {
 	enum { O_REF = 256, O_VAR, O_REFOUT, O_VAROUT, O_PROMPTS, O_MAXTOK, O_MINSIM, O_WO, O_OUTDIR, O_CONC,
-	       O_TIMEOUT, O_RETRIES, O_BACKOFF, O_JSON };
+	       O_TIMEOUT, O_RETRIES, O_BACKOFF, O_JSON, O_THREADS };
 	static const struct option lo[] = {
 		{ "reference", required_argument, NULL, O_REF },
 		{ "variant", required_argument, NULL, O_VAR },
@@ -400,11 +435,12 @@ int cmd_quant_verify(int argc, char **argv)
 		{ "retries", required_argument, NULL, O_RETRIES },
 		{ "backoff", required_argument, NULL, O_BACKOFF },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "threads", required_argument, NULL, O_THREADS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct variant ref = { "reference", NULL, false }, vars[QV_MAX_VARIANTS];
-	struct settings st = { 6, 5, LYNN_QV_DEFAULT_MAX_TOKENS, 0, 600, 1, LYNN_QV_DEFAULT_MIN_SIMILARITY };
+	struct settings st = { 6, 5, LYNN_QV_DEFAULT_MAX_TOKENS, 0, 0, 600, 1, LYNN_QV_DEFAULT_MIN_SIMILARITY };
 	const char *prompts_file = NULL, *out_dir = "reports";
 	struct lynn_qv_prompt *owned = NULL;
 	const struct lynn_qv_prompt *p = NULL;
@@ -463,6 +499,8 @@ int cmd_quant_verify(int argc, char **argv)
 				st.retries = (int)d;
 			else if (c == O_BACKOFF && d >= 0 && d <= 60)
 				st.backoff_s = d;
+			else if (c == O_THREADS && d >= 0 && d <= 4096)
+				st.threads = (int)d;
 			else
 				return cmd_usage_error("quant-verify", "'%s': value out of range", optarg);
 		}
@@ -482,13 +520,10 @@ int cmd_quant_verify(int argc, char **argv)
 	} else {
 		n = lynn_qv_builtin_prompts(&p);
 	}
-	if (!ref.offline && !is_url(ref.path)) {
-		if (strstr(ref.path, "://"))
-			return cmd_usage_error("quant-verify", "'%s' is not an http(s) URL", ref.path);
-		lynn_errf(&err, lynn_file_exists(ref.path) || lynn_dir_exists(ref.path) ? -LYNN_EUNSUPPORTED : -LYNN_ENOTFOUND,
-			  "quant-verify: %s '%s': in-process generation is not available in this build yet; serve "
-			  "it and pass its URL, or pass its outputs with --reference-outputs",
-			  lynn_file_exists(ref.path) || lynn_dir_exists(ref.path) ? "reference" : "reference not found:", ref.path);
+	if (!ref.offline && !is_url(ref.path) && strstr(ref.path, "://"))
+		return cmd_usage_error("quant-verify", "'%s' is not an http(s) URL", ref.path);
+	if (!ref.offline && !is_url(ref.path) && !lynn_file_exists(ref.path) && !lynn_dir_exists(ref.path)) {
+		lynn_errf(&err, -LYNN_ENOTFOUND, "quant-verify: reference '%s' not found", ref.path);
 		status = cmd_fail(&err);
 		goto out;
 	}
@@ -506,9 +541,10 @@ int cmd_quant_verify(int argc, char **argv)
 	rg.text = calloc(n, sizeof(char *));
 	rg.latency = calloc(n, sizeof(double));
 	rg.n_tok = calloc(n, sizeof(int));
+	rg.nonfinite = calloc(n, sizeof(bool));
 	{
 		double load_s;
-		int rc = rg.text && rg.latency && rg.n_tok ? run_source(&ref, p, n, &st, &rg, &load_s, &err)
+		int rc = rg.text && rg.latency && rg.n_tok && rg.nonfinite ? run_source(&ref, p, n, &st, &rg, &load_s, &err)
 							   : lynn_errf(&err, -LYNN_ENOMEM, "quant-verify: out of memory");
 		if (rc) {
 			status = cmd_fail(&err);
@@ -580,6 +616,7 @@ out:
 	free(rg.text);
 	free(rg.latency);
 	free(rg.n_tok);
+	free(rg.nonfinite);
 	lynn_qv_prompts_free(owned, owned ? n : 0);
 	lynn_score_ctx_free(ctx);
 	cJSON_Delete(rep);
