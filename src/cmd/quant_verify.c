@@ -205,11 +205,10 @@ static int run_source(const struct variant *v, const struct lynn_qv_prompt *p, s
 }
 
 /* The result object of one variant. */
-static double given_load_s;
-
 static cJSON *variant_result(const struct variant *v, const struct lynn_qv_prompt *p, size_t n,
 			     const struct settings *st, char **ref, const struct gen *given,
-			     struct lynn_score_ctx *ctx, bool *pass, struct lynn_err *err)
+			     double given_load_s, struct lynn_score_ctx *ctx, bool *pass,
+			     struct lynn_err *err)
 {
 	struct gen g = { calloc(n, sizeof(char *)), calloc(n, sizeof(double)), calloc(n, sizeof(int)),
 			 calloc(n, sizeof(bool)), NULL };
@@ -452,6 +451,7 @@ int cmd_quant_verify(int argc, char **argv)
 	struct gen rg = { 0 };
 	cJSON *rep = NULL, *results, *pa;
 	char *md = NULL, *jpath = NULL, *mpath = NULL;
+	double ref_load_s = 0;
 
 	optind = 1;
 	opterr = 0;
@@ -550,7 +550,7 @@ int cmd_quant_verify(int argc, char **argv)
 			status = cmd_fail(&err);
 			goto out;
 		}
-		given_load_s = load_s;
+		ref_load_s = load_s;
 	}
 	rep = lynn_json_report_new(LYNN_QV_SCHEMA);
 	cJSON_AddNumberToObject(rep, "n_variants", nv + 1);
@@ -566,7 +566,8 @@ int cmd_quant_verify(int argc, char **argv)
 		bool pass;
 		cJSON *r;
 		/* the reference against itself first: similarity 1, quality still checked */
-		r = variant_result(k < 0 ? &ref : &vars[k], p, n, &st, rg.text, k < 0 ? &rg : NULL, ctx, &pass, &err);
+		r = variant_result(k < 0 ? &ref : &vars[k], p, n, &st, rg.text, k < 0 ? &rg : NULL, ref_load_s,
+				   ctx, &pass, &err);
 		if (!r) {
 			status = cmd_fail(&err);
 			goto out;
