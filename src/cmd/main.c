@@ -21,15 +21,6 @@ static const struct lynn_cmd cmds[] = {
 	{ "help", cmd_help, "show usage of lynn or of one command" },
 	{ "version", cmd_version, "print version and build flags" },
 	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
-	{ "pack", cmd_pack, "ship gate: complete a quantized folder and check files, tokenizer, weights" },
-	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
-	{ "logits", cmd_logits, "write a model's logits for token ids (parity tool)" },
-	{ "generate", cmd_generate, "generate text or token ids from a model" },
-	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
-	{ "quant-verify", cmd_quant_verify, "are quantized variants still the reference model? (similarity + quality)" },
-	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
-	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
-	{ "template", cmd_template, "render a chat prompt with the model's chat template" },
 	{ "tokenize", cmd_tokenize, "encode text to token ids or decode ids to text" },
 	{ "template", cmd_template, "render a chat prompt with the model's chat template" },
 	{ "generate", cmd_generate, "generate text or token ids from a model" },
@@ -39,6 +30,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "merge", cmd_merge, "merge a LoRA adapter into its base, streamed" },
 	{ "pack", cmd_pack, "ship gate: complete a quantized folder and check files, tokenizer, weights" },
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
+	{ "quant-verify", cmd_quant_verify, "is each quantized variant still the reference model? (PASS/FAIL)" },
 	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
 };
 
