@@ -7,7 +7,9 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+extern "C" {
 #include "lynn/err.h"
+}
 
 /* Turn a cudaError_t into -LYNN_ECUDA with file:line; `goto out` style
  * callers set rc first. */

@@ -19,11 +19,11 @@
 
 #include <stdint.h>
 
-#include "lynn/err.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "lynn/err.h"
 
 struct CUstream_st;
 typedef struct CUstream_st *lynn_stream_t;
@@ -37,6 +37,12 @@ struct lynn_cuda_nvfp4_weight {
 	int64_t n_experts;        /* 0 or 1 for a plain linear */
 };
 
+/* Output element type of the NVFP4 products. */
+enum lynn_cuda_out {
+	LYNN_CUDA_OUT_BF16 = 0,
+	LYNN_CUDA_OUT_F32 = 1,
+};
+
 /* Kernel choice for lynn_cuda_nvfp4_gemm_path (benchmarks and tests). */
 enum lynn_cuda_path {
 	LYNN_CUDA_PATH_AUTO = 0,
@@ -44,13 +50,14 @@ enum lynn_cuda_path {
 	LYNN_CUDA_PATH_MMA = 2,   /* BF16 tensor cores (wmma), tiles of 64 rows */
 };
 
-/* Y[M,N] (bf16) = X[M,K] (bf16) * W^T; M >= 1 (any M works; the kernels are
- * tuned for 1..64). Asynchronous on `stream`. */
+/* Y[M,N] (bf16 or f32 per `out`) = X[M,K] (bf16) * W^T; M >= 1 (any M
+ * works; the kernels are tuned for 1..64). Asynchronous on `stream`. */
 int lynn_cuda_nvfp4_gemm(const struct lynn_cuda_nvfp4_weight *w, const void *d_x, int m,
-			 void *d_y, lynn_stream_t stream, struct lynn_err *err);
+			 void *d_y, enum lynn_cuda_out out, lynn_stream_t stream,
+			 struct lynn_err *err);
 int lynn_cuda_nvfp4_gemm_path(const struct lynn_cuda_nvfp4_weight *w, const void *d_x, int m,
-			      void *d_y, enum lynn_cuda_path path, lynn_stream_t stream,
-			      struct lynn_err *err);
+			      void *d_y, enum lynn_cuda_out out, enum lynn_cuda_path path,
+			      lynn_stream_t stream, struct lynn_err *err);
 
 /* Grouped MoE: for each of n_sel selected experts g (d_ids[g] in [0,E)),
  * Y[g] (M x N, at d_y + g*M*N) = X[g] (M x K) * W[d_ids[g]]^T, where X[g] is at
@@ -58,7 +65,8 @@ int lynn_cuda_nvfp4_gemm_path(const struct lynn_cuda_nvfp4_weight *w, const void
  * gate/up projection of one token does). */
 int lynn_cuda_nvfp4_moe_gemm(const struct lynn_cuda_nvfp4_weight *w, const int32_t *d_ids,
 			     int n_sel, const void *d_x, int64_t x_group_stride, int m, void *d_y,
-			     enum lynn_cuda_path path, lynn_stream_t stream, struct lynn_err *err);
+			     enum lynn_cuda_out out, enum lynn_cuda_path path, lynn_stream_t stream,
+			     struct lynn_err *err);
 
 /* ===== cuBLASLt ===== */
 struct lynn_cublas;

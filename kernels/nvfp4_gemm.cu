@@ -31,12 +31,15 @@ using namespace nvcuda;
 
 #define GEMV_WARPS 8
 
-template <int MT>
+static __device__ __forceinline__ void store_out(__nv_bfloat16 *y, float v) { *y = __float2bfloat16(v); }
+static __device__ __forceinline__ void store_out(float *y, float v) { *y = v; }
+
+template <int MT, typename TY>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32)
 nvfp4_gemv_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
 		  const float *__restrict__ alpha, const int32_t *__restrict__ ids,
 		  const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
-		  int64_t k, int lpr, __nv_bfloat16 *__restrict__ y, int64_t y_ld,
+		  int64_t k, int lpr, TY *__restrict__ y, int64_t y_ld,
 		  int64_t y_group_stride)
 {
 	const int g = blockIdx.y;
@@ -101,7 +104,7 @@ nvfp4_gemv_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict_
 #pragma unroll
 		for (int i = 0; i < MT; i++)
 			if (i < m)
-				y[(int64_t)i * y_ld + row] = __float2bfloat16(acc[i] * a);
+				store_out(y + (int64_t)i * y_ld + row, acc[i] * a);
 	}
 }
 
@@ -111,12 +114,12 @@ nvfp4_gemv_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict_
 #define MMA_BK 64
 #define MMA_LD (MMA_BK + 8)
 
-template <int MT16>
+template <int MT16, typename TY>
 static __global__ void __launch_bounds__(128)
 nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
 		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
 		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
-		 int64_t k, __nv_bfloat16 *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+		 int64_t k, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
 {
 	__shared__ __align__(128) __nv_bfloat16 ws[MMA_BN * MMA_LD];
 	__shared__ __align__(128) __nv_bfloat16 xs[MT16 * 16 * MMA_LD];
@@ -192,7 +195,7 @@ nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 		for (int idx = t; idx < MT16 * 16 * MMA_BN; idx += 128) {
 			int r = idx / MMA_BN, c = idx % MMA_BN;
 			if (r < m)
-				y[(int64_t)r * y_ld + n0 + c] = __float2bfloat16(out[idx] * a);
+				store_out(y + (int64_t)r * y_ld + n0 + c, out[idx] * a);
 		}
 	}
 }
@@ -208,25 +211,25 @@ static int lanes_per_row(int64_t k)
 	return l;
 }
 
-template <int MT>
+template <int MT, typename TY>
 static void launch_gemv(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
-			const __nv_bfloat16 *x, int64_t xgs, int m, __nv_bfloat16 *y, int64_t y_ld,
+			const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
 			int64_t ygs, cudaStream_t st)
 {
 	int lpr = lanes_per_row(w->k);
 	int64_t rows_per_block = GEMV_WARPS * (32 / lpr);
 	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
-	nvfp4_gemv_kernel<MT><<<grid, GEMV_WARPS * 32, 0, st>>>(
+	nvfp4_gemv_kernel<MT, TY><<<grid, GEMV_WARPS * 32, 0, st>>>(
 		w->d_packed, w->d_scales, w->d_alpha, ids, x, xgs, m, w->n, w->k, lpr, y, y_ld, ygs);
 }
 
-template <int MT16>
+template <int MT16, typename TY>
 static void launch_mma(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
-		       const __nv_bfloat16 *x, int64_t xgs, int m, __nv_bfloat16 *y, int64_t y_ld,
+		       const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
 		       int64_t ygs, cudaStream_t st)
 {
 	dim3 grid((unsigned)(w->n / MMA_BN), (unsigned)groups);
-	nvfp4_mma_kernel<MT16><<<grid, 128, 0, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids, x,
+	nvfp4_mma_kernel<MT16, TY><<<grid, 128, 0, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids, x,
 						      xgs, m, w->n, w->k, y, y_ld, ygs);
 }
 
@@ -234,31 +237,15 @@ static void launch_mma(const struct lynn_cuda_nvfp4_weight *w, const int32_t *id
  * docs/benchmarks.md). */
 #define GEMV_MAX_M 2
 
-static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
-	       const void *d_x, int64_t xgs, int m, void *d_y, enum lynn_cuda_path path,
-	       lynn_stream_t stream, struct lynn_err *err)
+template <typename TY>
+static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+		   const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t ygs,
+		   enum lynn_cuda_path path, cudaStream_t st)
 {
-	const __nv_bfloat16 *x = (const __nv_bfloat16 *)d_x;
-	__nv_bfloat16 *y = (__nv_bfloat16 *)d_y;
-	cudaStream_t st = (cudaStream_t)stream;
-	int64_t ygs;
-	bool mma_ok;
-
-	if (!w || !w->d_packed || !w->d_scales || !w->d_alpha || m < 1 || w->n < 1 ||
-	    w->k < 32 || w->k % 32)
-		return lynn_errf(err, -LYNN_EINVAL,
-				 "cuda: nvfp4 gemm: bad arguments (m %d, n %lld, k %lld; K %% 32 == 0)",
-				 m, (long long)(w ? w->n : 0), (long long)(w ? w->k : 0));
-	ygs = (int64_t)m * w->n;
-	mma_ok = w->n % MMA_BN == 0 && w->k % MMA_BK == 0;
-	if (path == LYNN_CUDA_PATH_AUTO)
-		path = (m <= GEMV_MAX_M || !mma_ok) ? LYNN_CUDA_PATH_GEMV : LYNN_CUDA_PATH_MMA;
-	if (path == LYNN_CUDA_PATH_MMA && !mma_ok)
-		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
 	for (int m0 = 0; m0 < m; m0 += path == LYNN_CUDA_PATH_GEMV ? 8 : 64) {
 		int mm = m - m0;
 		const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
-		__nv_bfloat16 *ym = y + (int64_t)m0 * w->n;
+		TY *ym = y + (int64_t)m0 * w->n;
 		if (path == LYNN_CUDA_PATH_GEMV) {
 			if (mm > 8)
 				mm = 8;
@@ -280,33 +267,61 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 			else
 				launch_mma<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
 		}
-		LYNN_CUDA_CHECK_LAUNCH();
 	}
+}
+
+static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+	       const void *d_x, int64_t xgs, int m, void *d_y, enum lynn_cuda_out out,
+	       enum lynn_cuda_path path, lynn_stream_t stream, struct lynn_err *err)
+{
+	const __nv_bfloat16 *x = (const __nv_bfloat16 *)d_x;
+	cudaStream_t st = (cudaStream_t)stream;
+	int64_t ygs;
+	bool mma_ok;
+
+	if (!w || !w->d_packed || !w->d_scales || !w->d_alpha || !d_x || !d_y || m < 1 ||
+	    w->n < 1 || w->k < 32 || w->k % 32)
+		return lynn_errf(err, -LYNN_EINVAL,
+				 "cuda: nvfp4 gemm: bad arguments (m %d, n %lld, k %lld; K %% 32 == 0)",
+				 m, (long long)(w ? w->n : 0), (long long)(w ? w->k : 0));
+	ygs = (int64_t)m * w->n;
+	mma_ok = w->n % MMA_BN == 0 && w->k % MMA_BK == 0;
+	if (path == LYNN_CUDA_PATH_AUTO)
+		path = (m <= GEMV_MAX_M || !mma_ok) ? LYNN_CUDA_PATH_GEMV : LYNN_CUDA_PATH_MMA;
+	if (path == LYNN_CUDA_PATH_MMA && !mma_ok)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
+	if (out == LYNN_CUDA_OUT_F32)
+		launch(w, ids, groups, x, xgs, m, (float *)d_y, ygs, path, st);
+	else
+		launch(w, ids, groups, x, xgs, m, (__nv_bfloat16 *)d_y, ygs, path, st);
+	LYNN_CUDA_CHECK_LAUNCH();
 	return 0;
 }
 
 extern "C" int lynn_cuda_nvfp4_gemm_path(const struct lynn_cuda_nvfp4_weight *w, const void *d_x,
-					 int m, void *d_y, enum lynn_cuda_path path,
-					 lynn_stream_t stream, struct lynn_err *err)
+					 int m, void *d_y, enum lynn_cuda_out out,
+					 enum lynn_cuda_path path, lynn_stream_t stream,
+					 struct lynn_err *err)
 {
-	return run(w, NULL, 1, d_x, 0, m, d_y, path, stream, err);
+	return run(w, NULL, 1, d_x, 0, m, d_y, out, path, stream, err);
 }
 
 extern "C" int lynn_cuda_nvfp4_gemm(const struct lynn_cuda_nvfp4_weight *w, const void *d_x,
-				    int m, void *d_y, lynn_stream_t stream, struct lynn_err *err)
+				    int m, void *d_y, enum lynn_cuda_out out, lynn_stream_t stream,
+				    struct lynn_err *err)
 {
-	return run(w, NULL, 1, d_x, 0, m, d_y, LYNN_CUDA_PATH_AUTO, stream, err);
+	return run(w, NULL, 1, d_x, 0, m, d_y, out, LYNN_CUDA_PATH_AUTO, stream, err);
 }
 
 extern "C" int lynn_cuda_nvfp4_moe_gemm(const struct lynn_cuda_nvfp4_weight *w,
 					const int32_t *d_ids, int n_sel, const void *d_x,
 					int64_t x_group_stride, int m, void *d_y,
-					enum lynn_cuda_path path, lynn_stream_t stream,
-					struct lynn_err *err)
+					enum lynn_cuda_out out, enum lynn_cuda_path path,
+					lynn_stream_t stream, struct lynn_err *err)
 {
 	if (n_sel < 1 || !d_ids)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 moe: no experts selected");
-	return run(w, d_ids, n_sel, d_x, x_group_stride, m, d_y, path, stream, err);
+	return run(w, d_ids, n_sel, d_x, x_group_stride, m, d_y, out, path, stream, err);
 }
 
 /* ===== cuBLASLt BF16 ===== */
