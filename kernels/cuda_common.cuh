@@ -53,6 +53,28 @@ __device__ __forceinline__ void lynn_e2m1x8_to_f32x2(uint32_t w, float *o)
 	}
 }
 
+/* 8 nibbles of w -> 8 signed bytes holding 2*q, 4 per word (lo: elements
+ * 0-3, hi: 4-7): byte_perm against a positive and a negative table, and a
+ * per-byte select mask built from the nibble sign bits (the top bits of the
+ * bytes of w and w<<4 are exactly those bits; __byte_perm has no
+ * sign-replicate mode, so the mask is spread with a multiply). */
+__device__ __forceinline__ void lynn_e2m1x8_to_s8x8(uint32_t w, uint32_t *lo, uint32_t *hi)
+{
+	const uint32_t p0 = 0x03020100u, p1 = 0x0C080604u; /* 0 1 2 3 | 4 6 8 12 */
+	const uint32_t n0 = 0xFDFEFF00u, n1 = 0xF4F8FAFCu; /* negated */
+	uint32_t s0 = w & 0x7777u, s1 = (w >> 16) & 0x7777u, w4 = w << 4;
+	/* top bit of byte j of these = sign of nibble j (0-3 / 4-7) */
+	uint32_t t0 = __byte_perm(w, w4, 0x1504), t1 = __byte_perm(w, w4, 0x3726);
+	uint32_t m0 = ((t0 >> 7) & 0x01010101u) * 0xFFu, m1 = ((t1 >> 7) & 0x01010101u) * 0xFFu;
+	*lo = (__byte_perm(p0, p1, s0) & ~m0) | (__byte_perm(n0, n1, s0) & m0);
+	*hi = (__byte_perm(p0, p1, s1) & ~m1) | (__byte_perm(n0, n1, s1) & m1);
+}
+
+__device__ __forceinline__ float lynn_s8_at(uint32_t v, int j)
+{
+	return (float)(int8_t)(uint8_t)(v >> (8 * j));
+}
+
 /* The cuBLASLt handle behind lynn_cublas (lynn_cuda.h). */
 struct lynn_cublas {
 	cublasLtHandle_t h;

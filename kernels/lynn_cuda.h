@@ -48,6 +48,8 @@ enum lynn_cuda_path {
 	LYNN_CUDA_PATH_AUTO = 0,
 	LYNN_CUDA_PATH_GEMV = 1,  /* CUDA cores, dequant in registers, M <= 8 */
 	LYNN_CUDA_PATH_MMA = 2,   /* BF16 tensor cores (wmma), tiles of 64 rows */
+	LYNN_CUDA_PATH_GEMV_V1 = 3, /* first versions, kept as baselines */
+	LYNN_CUDA_PATH_MMA_V1 = 4,
 };
 
 /* Y[M,N] (bf16 or f32 per `out`) = X[M,K] (bf16) * W^T; M >= 1 (any M

@@ -30,13 +30,277 @@ using namespace nvcuda;
 /* ===== gemv (CUDA cores) ===== */
 
 #define GEMV_WARPS 8
+#define GEMV_RPW 2 /* row groups per warp: more 16-byte loads in flight */
 
 static __device__ __forceinline__ void store_out(__nv_bfloat16 *y, float v) { *y = __float2bfloat16(v); }
 static __device__ __forceinline__ void store_out(float *y, float v) { *y = v; }
 
+/* X (MT rows, zero-padded) is staged in shared memory as f32; each lane
+ * loads its 16-byte weight pieces for GEMV_RPW rows x 2 chunks before any
+ * arithmetic, decodes 8 nibbles with 6 byte_perms into signed 2*q bytes,
+ * and applies the block scale once per 16. */
 template <int MT, typename TY>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32)
 nvfp4_gemv_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		  const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		  const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
+		  int64_t k, int lpr, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+{
+	extern __shared__ float4 xsh4[];
+	float *xsh = (float *)xsh4;
+	const int g = blockIdx.y;
+	const int e = ids ? ids[g] : 0;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int sub = lane / lpr, l = lane % lpr;
+	const int rpw = 32 / lpr;
+	const int64_t row0 = ((int64_t)blockIdx.x * GEMV_WARPS + warp) * GEMV_RPW * rpw + sub;
+	const int64_t chunks = k / 32;
+	const uint8_t *P = packed + (int64_t)e * n * (k / 2);
+	const uint8_t *S = scales + (int64_t)e * n * (k / 16);
+	float acc[GEMV_RPW][MT];
+
+	x += (int64_t)g * x_group_stride;
+	/* padded by 4 floats per 32 so that lanes reading consecutive chunks
+	 * (128 bytes apart) hit distinct banks */
+	for (int64_t i = threadIdx.x; i < (int64_t)MT * k / 8; i += blockDim.x) {
+		uint4 v = make_uint4(0, 0, 0, 0);
+		const int64_t d = 2 * i + (i >> 2);
+		if (i * 8 / k < m)
+			v = __ldg((const uint4 *)(x + i * 8));
+		xsh4[d] = make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u),
+					  __uint_as_float(v.y << 16), __uint_as_float(v.y & 0xffff0000u));
+		xsh4[d + 1] = make_float4(__uint_as_float(v.z << 16), __uint_as_float(v.z & 0xffff0000u),
+					      __uint_as_float(v.w << 16), __uint_as_float(v.w & 0xffff0000u));
+	}
+	__syncthreads();
+#pragma unroll
+	for (int rr = 0; rr < GEMV_RPW; rr++)
+#pragma unroll
+		for (int i = 0; i < MT; i++)
+			acc[rr][i] = 0.0f;
+	for (int64_t c0 = l; c0 < chunks; c0 += 2 * lpr) {
+		uint4 wv[GEMV_RPW][2];
+		uint32_t sc[GEMV_RPW][2];
+		bool ok[GEMV_RPW][2];
+#pragma unroll
+		for (int rr = 0; rr < GEMV_RPW; rr++)
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				int64_t row = row0 + rr * rpw, c = c0 + u * lpr;
+				ok[rr][u] = row < n && c < chunks;
+				if (ok[rr][u]) {
+					wv[rr][u] = __ldcs((const uint4 *)(P + row * (k / 2) + c * 16));
+					sc[rr][u] = *(const uint16_t *)(S + row * (k / 16) + c * 2);
+				}
+			}
+#pragma unroll
+		for (int rr = 0; rr < GEMV_RPW; rr++)
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				if (!ok[rr][u])
+					continue;
+				const int64_t c = c0 + u * lpr;
+				const uint32_t wd[4] = { wv[rr][u].x, wv[rr][u].y, wv[rr][u].z, wv[rr][u].w };
+				float q[32];
+#pragma unroll
+				for (int v = 0; v < 4; v++) {
+					uint32_t lo, hi;
+					lynn_e2m1x8_to_s8x8(wd[v], &lo, &hi);
+#pragma unroll
+					for (int j = 0; j < 4; j++) {
+						q[v * 8 + j] = lynn_s8_at(lo, j);
+						q[v * 8 + 4 + j] = lynn_s8_at(hi, j);
+					}
+				}
+				const float s0 = lynn_e4m3_dev(sc[rr][u] & 0xff) * 0.5f;
+				const float s1 = lynn_e4m3_dev(sc[rr][u] >> 8) * 0.5f;
+#pragma unroll
+				for (int i = 0; i < MT; i++) {
+					if (i >= m)
+						break;
+					const float4 *xp = (const float4 *)(xsh + (int64_t)i * (k / 32) * 36 + c * 36);
+					float b0 = 0.0f, b1 = 0.0f;
+#pragma unroll
+					for (int v = 0; v < 8; v++) {
+						float4 xv = xp[v];
+						float t = q[4 * v] * xv.x;
+						t = fmaf(q[4 * v + 1], xv.y, t);
+						t = fmaf(q[4 * v + 2], xv.z, t);
+						t = fmaf(q[4 * v + 3], xv.w, t);
+						if (v < 4)
+							b0 += t;
+						else
+							b1 += t;
+					}
+					acc[rr][i] = fmaf(b0, s0, fmaf(b1, s1, acc[rr][i]));
+				}
+			}
+	}
+	y += (int64_t)g * y_group_stride;
+#pragma unroll
+	for (int rr = 0; rr < GEMV_RPW; rr++) {
+		const int64_t row = row0 + rr * rpw;
+#pragma unroll
+		for (int i = 0; i < MT; i++)
+			for (int off = lpr / 2; off > 0; off >>= 1)
+				acc[rr][i] += __shfl_xor_sync(0xffffffffu, acc[rr][i], off);
+		if (row < n && l == 0) {
+			const float a = alpha[e];
+#pragma unroll
+			for (int i = 0; i < MT; i++)
+				if (i < m)
+					store_out(y + (int64_t)i * y_ld + row, acc[rr][i] * a);
+		}
+	}
+}
+
+/* ===== mma (BF16 tensor cores via wmma) ===== */
+
+#define MMA_BN 64
+#define MMA_BK 64
+#define MMA_LD (MMA_BK + 8)
+
+/* 8 warps: two K-groups of 4 warps take alternate 64-wide K steps (named
+ * barriers per group), each with its own tiles; the next weight piece is
+ * loaded into registers before the current one is multiplied; the two
+ * partial products are summed at the end. */
+template <int MT16, typename TY>
+static __global__ void __launch_bounds__(256)
+nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
+		 int64_t k, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+{
+	constexpr int WS = MMA_BN * MMA_LD, XS = MT16 * 16 * MMA_LD, OS = MT16 * 16 * MMA_BN;
+	constexpr int TILE_BYTES = 2 * (WS + XS) * 2, OUT_BYTES = 2 * OS * 4;
+	__shared__ __align__(128) unsigned char smem[TILE_BYTES > OUT_BYTES ? TILE_BYTES : OUT_BYTES];
+	const int g = blockIdx.y;
+	const int e = ids ? ids[g] : 0;
+	const int t = threadIdx.x, warp = t >> 5, kg = warp >> 2, wq = warp & 3, tg = t & 127;
+	__nv_bfloat16 *ws = (__nv_bfloat16 *)smem + kg * (WS + XS);
+	__nv_bfloat16 *xs = ws + WS;
+	const int64_t n0 = (int64_t)blockIdx.x * MMA_BN;
+	const int wrow = tg >> 1, whalf = tg & 1;
+	const uint8_t *P = packed + ((int64_t)e * n + n0 + wrow) * (k / 2) + whalf * 16;
+	const uint8_t *S = scales + ((int64_t)e * n + n0 + wrow) * (k / 16) + whalf * 2;
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[MT16];
+	const int64_t nsteps = (k / MMA_BK - kg + 1) / 2; /* this group's K steps */
+	uint4 w0 = make_uint4(0, 0, 0, 0), w1 = w0, w2 = w0, w3 = w0;
+	uint32_t c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+
+	x += (int64_t)g * x_group_stride;
+#pragma unroll
+	for (int i = 0; i < MT16; i++)
+		wmma::fill_fragment(acc[i], 0.0f);
+	/* a ring of 4 weight pieces in registers: the load for step s+4 is
+	 * issued before step s is multiplied */
+#define KOFF(st) (((int64_t)(st) * 2 + kg) * MMA_BK)
+#define LOAD(wr, cr, st)                                                          \
+	do {                                                                      \
+		if ((st) < nsteps) {                                              \
+			wr = __ldcs((const uint4 *)(P + KOFF(st) / 2));           \
+			cr = *(const uint16_t *)(S + KOFF(st) / 16);              \
+		}                                                                 \
+	} while (0)
+	LOAD(w0, c0, 0);
+	LOAD(w1, c1, 1);
+	LOAD(w2, c2, 2);
+	LOAD(w3, c3, 3);
+	auto step = [&](const uint4 cur, const uint32_t csc, int64_t st) {
+		const int64_t k0 = KOFF(st);
+		const uint32_t wd[4] = { cur.x, cur.y, cur.z, cur.w };
+		uint32_t pk[16];
+#pragma unroll
+		for (int v = 0; v < 4; v++) {
+			uint32_t lo, hi;
+			const float s = lynn_e4m3_dev(v < 2 ? (csc & 0xff) : (csc >> 8)) * 0.5f;
+			lynn_e2m1x8_to_s8x8(wd[v], &lo, &hi);
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				/* q*s is exact in bf16: truncating the f32 bits is exact */
+				pk[v * 4 + j] = __byte_perm(__float_as_uint(lynn_s8_at(lo, 2 * j) * s),
+							    __float_as_uint(lynn_s8_at(lo, 2 * j + 1) * s), 0x7632);
+				pk[v * 4 + 2 + j] = __byte_perm(__float_as_uint(lynn_s8_at(hi, 2 * j) * s),
+								__float_as_uint(lynn_s8_at(hi, 2 * j + 1) * s), 0x7632);
+			}
+		}
+		uint4 *wdst = (uint4 *)(ws + wrow * MMA_LD + whalf * 32);
+#pragma unroll
+		for (int v = 0; v < 4; v++)
+			wdst[v] = make_uint4(pk[4 * v], pk[4 * v + 1], pk[4 * v + 2], pk[4 * v + 3]);
+#pragma unroll
+		for (int i = 0; i < MT16; i++) {
+			int idx = tg + 128 * i, r = idx >> 3, c = idx & 7;
+			uint4 v = make_uint4(0, 0, 0, 0);
+			if (r < m)
+				v = __ldg((const uint4 *)(x + (int64_t)r * k + k0 + c * 8));
+			*(uint4 *)(xs + r * MMA_LD + c * 8) = v;
+		}
+		asm volatile("bar.sync %0, 128;" ::"r"(kg + 1));
+#pragma unroll
+		for (int kk = 0; kk < MMA_BK; kk += 16) {
+			wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bf;
+			wmma::load_matrix_sync(bf, ws + wq * 16 * MMA_LD + kk, MMA_LD);
+#pragma unroll
+			for (int i = 0; i < MT16; i++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+					       wmma::row_major> af;
+				wmma::load_matrix_sync(af, xs + i * 16 * MMA_LD + kk, MMA_LD);
+				wmma::mma_sync(acc[i], af, bf, acc[i]);
+			}
+		}
+		asm volatile("bar.sync %0, 128;" ::"r"(kg + 1));
+	};
+	for (int64_t st = 0; st < nsteps; st += 4) {
+		uint4 cur;
+		uint32_t csc;
+		cur = w0, csc = c0;
+		LOAD(w0, c0, st + 4);
+		step(cur, csc, st);
+		if (st + 1 < nsteps) {
+			cur = w1, csc = c1;
+			LOAD(w1, c1, st + 5);
+			step(cur, csc, st + 1);
+		}
+		if (st + 2 < nsteps) {
+			cur = w2, csc = c2;
+			LOAD(w2, c2, st + 6);
+			step(cur, csc, st + 2);
+		}
+		if (st + 3 < nsteps) {
+			cur = w3, csc = c3;
+			LOAD(w3, c3, st + 7);
+			step(cur, csc, st + 3);
+		}
+	}
+#undef LOAD
+#undef KOFF
+	__syncthreads();
+	float *out = (float *)smem + kg * OS;
+#pragma unroll
+	for (int i = 0; i < MT16; i++)
+		wmma::store_matrix_sync(out + i * 16 * MMA_BN + wq * 16, acc[i], MMA_BN,
+					wmma::mem_row_major);
+	__syncthreads();
+	{
+		const float a = alpha[e];
+		const float *o0 = (const float *)smem, *o1 = o0 + OS;
+		y += (int64_t)g * y_group_stride;
+		for (int idx = t; idx < OS; idx += 256) {
+			int r = idx / MMA_BN, c = idx % MMA_BN;
+			if (r < m)
+				store_out(y + (int64_t)r * y_ld + n0 + c, (o0[idx] + o1[idx]) * a);
+		}
+	}
+}
+
+/* ===== first versions (kept as measured baselines; paths GEMV_V1/MMA_V1) =====
+ * gemv1: X read through L1 as bf16, one row per lane group, 2 chunks per
+ * lane; mma1: 4 warps, one K step in flight. */
+
+template <int MT, typename TY>
+static __global__ void __launch_bounds__(GEMV_WARPS * 32)
+nvfp4_gemv1_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
 		  const float *__restrict__ alpha, const int32_t *__restrict__ ids,
 		  const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
 		  int64_t k, int lpr, TY *__restrict__ y, int64_t y_ld,
@@ -108,15 +372,9 @@ nvfp4_gemv_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict_
 	}
 }
 
-/* ===== mma (BF16 tensor cores via wmma) ===== */
-
-#define MMA_BN 64
-#define MMA_BK 64
-#define MMA_LD (MMA_BK + 8)
-
 template <int MT16, typename TY>
 static __global__ void __launch_bounds__(128)
-nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+nvfp4_mma1_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
 		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
 		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
 		 int64_t k, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
@@ -202,11 +460,49 @@ nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 
 /* ===== launchers ===== */
 
-static int lanes_per_row(int64_t k)
+static int lanes_per_row1(int64_t k);
+
+template <int MT, typename TY>
+static void launch_gemv1(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+			 const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
+			 int64_t ygs, cudaStream_t st)
+{
+	int lpr = lanes_per_row1(w->k);
+	int64_t rows_per_block = GEMV_WARPS * (32 / lpr);
+	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
+	nvfp4_gemv1_kernel<MT, TY><<<grid, GEMV_WARPS * 32, 0, st>>>(
+		w->d_packed, w->d_scales, w->d_alpha, ids, x, xgs, m, w->n, w->k, lpr, y, y_ld, ygs);
+}
+
+template <int MT16, typename TY>
+static void launch_mma1(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+			const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
+			int64_t ygs, cudaStream_t st)
+{
+	dim3 grid((unsigned)(w->n / MMA_BN), (unsigned)groups);
+	nvfp4_mma1_kernel<MT16, TY><<<grid, 128, 0, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids,
+							  x, xgs, m, w->n, w->k, y, y_ld, ygs);
+}
+
+/* X staged as f32: MT * K * 4 bytes of dynamic shared memory at most. */
+#define GEMV_MAX_SHM (96 * 1024)
+#define GEMV_SHM_PER_K 4.5 /* bytes per K element and row, with padding */
+
+static int lanes_per_row1(int64_t k)
 {
 	int64_t chunks = k / 32;
 	int l = 32;
 	while (l > 1 && l > chunks)
+		l >>= 1;
+	return l;
+}
+
+/* gemv: each lane takes 2 chunks of 32 per row per pass. */
+static int lanes_per_row(int64_t k)
+{
+	int64_t chunks = k / 32;
+	int l = 32;
+	while (l > 1 && 2 * l > chunks)
 		l >>= 1;
 	return l;
 }
@@ -217,9 +513,16 @@ static void launch_gemv(const struct lynn_cuda_nvfp4_weight *w, const int32_t *i
 			int64_t ygs, cudaStream_t st)
 {
 	int lpr = lanes_per_row(w->k);
-	int64_t rows_per_block = GEMV_WARPS * (32 / lpr);
+	int64_t rows_per_block = GEMV_WARPS * GEMV_RPW * (32 / lpr);
+	size_t shm = (size_t)MT * (size_t)(w->k / 32) * 36 * 4;
+	static bool raised;
 	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
-	nvfp4_gemv_kernel<MT, TY><<<grid, GEMV_WARPS * 32, 0, st>>>(
+	if (shm > 48 * 1024 && !raised) {
+		cudaFuncSetAttribute(nvfp4_gemv_kernel<MT, TY>,
+				     cudaFuncAttributeMaxDynamicSharedMemorySize, GEMV_MAX_SHM);
+		raised = true;
+	}
+	nvfp4_gemv_kernel<MT, TY><<<grid, GEMV_WARPS * 32, shm, st>>>(
 		w->d_packed, w->d_scales, w->d_alpha, ids, x, xgs, m, w->n, w->k, lpr, y, y_ld, ygs);
 }
 
@@ -229,7 +532,7 @@ static void launch_mma(const struct lynn_cuda_nvfp4_weight *w, const int32_t *id
 		       int64_t ygs, cudaStream_t st)
 {
 	dim3 grid((unsigned)(w->n / MMA_BN), (unsigned)groups);
-	nvfp4_mma_kernel<MT16, TY><<<grid, 128, 0, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids, x,
+	nvfp4_mma_kernel<MT16, TY><<<grid, 256, 0, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids, x,
 						      xgs, m, w->n, w->k, y, y_ld, ygs);
 }
 
@@ -242,13 +545,39 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 		   const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t ygs,
 		   enum lynn_cuda_path path, cudaStream_t st)
 {
-	for (int m0 = 0; m0 < m; m0 += path == LYNN_CUDA_PATH_GEMV ? 8 : 64) {
+	int gmax = 8;
+	while (gmax > 1 && (int64_t)gmax * w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
+		gmax >>= 1;
+	const bool gv = path == LYNN_CUDA_PATH_GEMV || path == LYNN_CUDA_PATH_GEMV_V1;
+	if (path == LYNN_CUDA_PATH_GEMV_V1)
+		gmax = 8;
+	for (int m0 = 0; m0 < m; m0 += gv ? gmax : 64) {
 		int mm = m - m0;
 		const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
 		TY *ym = y + (int64_t)m0 * w->n;
-		if (path == LYNN_CUDA_PATH_GEMV) {
+		if (path == LYNN_CUDA_PATH_GEMV_V1) {
 			if (mm > 8)
 				mm = 8;
+			if (mm == 1)
+				launch_gemv1<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mm == 2)
+				launch_gemv1<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mm <= 4)
+				launch_gemv1<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else
+				launch_gemv1<8>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+		} else if (path == LYNN_CUDA_PATH_MMA_V1) {
+			if (mm > 64)
+				mm = 64;
+			if (mm <= 16)
+				launch_mma1<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mm <= 32)
+				launch_mma1<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else
+				launch_mma1<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+		} else if (path == LYNN_CUDA_PATH_GEMV) {
+			if (mm > gmax)
+				mm = gmax;
 			if (mm == 1)
 				launch_gemv<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
 			else if (mm == 2)
@@ -280,7 +609,7 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 	bool mma_ok;
 
 	if (!w || !w->d_packed || !w->d_scales || !w->d_alpha || !d_x || !d_y || m < 1 ||
-	    w->n < 1 || w->k < 32 || w->k % 32)
+	    w->n < 1 || w->k < 32 || w->k % 32 || w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
 		return lynn_errf(err, -LYNN_EINVAL,
 				 "cuda: nvfp4 gemm: bad arguments (m %d, n %lld, k %lld; K %% 32 == 0)",
 				 m, (long long)(w ? w->n : 0), (long long)(w ? w->k : 0));
@@ -288,7 +617,7 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 	mma_ok = w->n % MMA_BN == 0 && w->k % MMA_BK == 0;
 	if (path == LYNN_CUDA_PATH_AUTO)
 		path = (m <= GEMV_MAX_M || !mma_ok) ? LYNN_CUDA_PATH_GEMV : LYNN_CUDA_PATH_MMA;
-	if (path == LYNN_CUDA_PATH_MMA && !mma_ok)
+	if ((path == LYNN_CUDA_PATH_MMA || path == LYNN_CUDA_PATH_MMA_V1) && !mma_ok)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
 	if (out == LYNN_CUDA_OUT_F32)
 		launch(w, ids, groups, x, xgs, m, (float *)d_y, ygs, path, st);

@@ -204,11 +204,13 @@ static void check_dense(int64_t n, int64_t k, int m, int64_t sample_rows)
 		for (int i = 0; i < m; i++)
 			ref[ri * m + i] = ref_dot(w, 0, rows[ri], &x[(size_t)(i * k)]);
 
-	enum lynn_cuda_path paths[3] = { LYNN_CUDA_PATH_AUTO, LYNN_CUDA_PATH_GEMV,
-					 LYNN_CUDA_PATH_MMA };
-	const char *pname[3] = { "auto", "gemv", "mma" };
-	for (int pi = 0; pi < 3; pi++) {
-		if (paths[pi] == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64))
+	enum lynn_cuda_path paths[5] = { LYNN_CUDA_PATH_AUTO, LYNN_CUDA_PATH_GEMV,
+					 LYNN_CUDA_PATH_MMA, LYNN_CUDA_PATH_GEMV_V1,
+					 LYNN_CUDA_PATH_MMA_V1 };
+	const char *pname[5] = { "auto", "gemv", "mma", "gemv1", "mma1" };
+	for (int pi = 0; pi < 5; pi++) {
+		if ((paths[pi] == LYNN_CUDA_PATH_MMA || paths[pi] == LYNN_CUDA_PATH_MMA_V1) &&
+		    (n % 64 || k % 64))
 			continue;
 		for (int out = 0; out < 2; out++) {
 			std::vector<float> y((size_t)(m * n));
@@ -287,8 +289,8 @@ static void check_moe(int64_t e, int64_t n, int64_t k, int m, bool shared_x)
 	CK(cudaMalloc(&did, sizeof ids));
 	CK(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
 	CK(cudaMemcpy(did, ids, sizeof ids, cudaMemcpyHostToDevice));
-	for (int pi = 1; pi <= 2; pi++) {
-		if (pi == 2 && (n % 64 || k % 64))
+	for (int pi = 1; pi <= 4; pi++) {
+		if ((pi == 2 || pi == 4) && (n % 64 || k % 64))
 			continue;
 		std::vector<float> y((size_t)(nsel * m * n));
 		CK(cudaMemset(dy, 0xff, y.size() * 4));
@@ -304,8 +306,8 @@ static void check_moe(int64_t e, int64_t n, int64_t k, int m, bool shared_x)
 					       ref_dot(w, ids[g], r,
 						       &x[(size_t)(g * xs + i * k)]));
 		char what[128];
-		snprintf(what, sizeof what, "moe %s E=%lld n=%lld k=%lld m=%d x=%s",
-			 pi == 1 ? "gemv" : "mma", (long long)e, (long long)n, (long long)k, m,
+		static const char *pn[5] = { "auto", "gemv", "mma", "gemv1", "mma1" };
+		snprintf(what, sizeof what, "moe %s E=%lld n=%lld k=%lld m=%d x=%s", pn[pi], (long long)e, (long long)n, (long long)k, m,
 			 shared_x ? "shared" : "per-expert");
 		verdict(what, st, TOL_F32);
 	}
@@ -492,9 +494,9 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 	int ms[4] = { 1, 4, 16, 64 };
 	for (int mi = 0; mi < 4; mi++) {
 		int m = ms[mi];
-		double t[3], tb;
-		for (int p = 0; p < 3; p++) {
-			if (p == 2 && (n % 64 || k % 64)) {
+		double t[5], tb;
+		for (int p = 0; p < 5; p++) {
+			if ((p == 2 || p == 4) && (n % 64 || k % 64)) {
 				t[p] = NAN;
 				continue;
 			}
@@ -508,15 +510,16 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, NULL, &e_));
 		}, 50);
 		double bw = fp4_bytes / (t[0] * 1e-6);
-		printf("%-10s M=%-3d nvfp4 auto %8.1f us (gemv %8.1f, mma %8.1f)  %6.0f GB/s = %4.0f%% "
-		       "of copy | bf16 cuBLASLt %8.1f us (%6.0f GB/s) | speed-up %.2fx\n",
-		       name, m, t[0], t[1], t[2], bw / 1e9, 100 * bw / copybw, tb,
+		printf("%-10s M=%-3d nvfp4 auto %8.1f us (gemv %7.1f mma %7.1f gemv1 %7.1f mma1 %7.1f) "
+		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt %7.1f us (%5.0f GB/s) | %.2fx\n",
+		       name, m, t[0], t[1], t[2], t[3], t[4], bw / 1e9, 100 * bw / copybw, tb,
 		       bf_bytes / (tb * 1e-6) / 1e9, tb / t[0]);
 		fprintf(jout,
 			"{\"bench\":\"%s\",\"n\":%lld,\"k\":%lld,\"m\":%d,\"us_auto\":%.2f,"
-			"\"us_gemv\":%.2f,\"us_mma\":%.2f,\"us_bf16\":%.2f,\"gbps\":%.1f,"
-			"\"frac_copy\":%.3f,\"speedup\":%.3f}\n",
-			name, (long long)n, (long long)k, m, t[0], t[1], isnan(t[2]) ? -1.0 : t[2], tb,
+			"\"us_gemv\":%.2f,\"us_mma\":%.2f,\"us_gemv1\":%.2f,\"us_mma1\":%.2f,"
+			"\"us_bf16\":%.2f,\"gbps\":%.1f,\"frac_copy\":%.3f,\"speedup\":%.3f}\n",
+			name, (long long)n, (long long)k, m, t[0], t[1], isnan(t[2]) ? -1.0 : t[2], t[3],
+			isnan(t[4]) ? -1.0 : t[4], tb,
 			bw / 1e9, bw / copybw, tb / t[0]);
 		fflush(stdout);
 	}
@@ -579,8 +582,8 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		int32_t *did;
 		CK(cudaMalloc(&did, ids.size() * 4));
 		CK(cudaMemcpy(did, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
-		double tp[3];
-		for (int p = 0; p < 3; p++)
+		double tp[5];
+		for (int p = 0; p < 5; p++)
 			tp[p] = time_us([&](int i) {
 				const int32_t *sel = did + (i % nsets) * u;
 				LY(lynn_cuda_nvfp4_moe_gemm(&gu.v, sel, u, dx, m == 1 ? 0 : (int64_t)t * H,
@@ -604,14 +607,16 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		}, 10);
 		double bytes = (double)u * (gu4 + dn4);
 		double bw = bytes / (tp[0] * 1e-6);
-		printf("moe        M=%-3d U=%-3d t=%d nvfp4 auto %8.1f us (gemv %8.1f, mma %8.1f)  %6.0f GB/s = "
-		       "%4.0f%% of copy | bf16 cuBLASLt per-expert %8.1f us | speed-up %.2fx\n",
-		       m, u, t, tp[0], tp[1], tp[2], bw / 1e9, 100 * bw / copybw, tb, tb / tp[0]);
+		printf("moe M=%-3d U=%-3d t=%d nvfp4 auto %8.1f us (gemv %7.1f mma %7.1f gemv1 %7.1f mma1 %7.1f) "
+		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt per-expert %8.1f us | %.2fx\n",
+		       m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], bw / 1e9, 100 * bw / copybw, tb,
+		       tb / tp[0]);
 		fprintf(jout,
 			"{\"bench\":\"moe\",\"m\":%d,\"experts\":%d,\"tokens_per_expert\":%d,"
-			"\"us_auto\":%.2f,\"us_gemv\":%.2f,\"us_mma\":%.2f,\"us_bf16_loop\":%.2f,"
-			"\"gbps\":%.1f,\"frac_copy\":%.3f,\"speedup\":%.3f}\n",
-			m, u, t, tp[0], tp[1], tp[2], tb, bw / 1e9, bw / copybw, tb / tp[0]);
+			"\"us_auto\":%.2f,\"us_gemv\":%.2f,\"us_mma\":%.2f,\"us_gemv1\":%.2f,"
+			"\"us_mma1\":%.2f,\"us_bf16_loop\":%.2f,\"gbps\":%.1f,\"frac_copy\":%.3f,"
+			"\"speedup\":%.3f}\n",
+			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tb, bw / 1e9, bw / copybw, tb / tp[0]);
 		fflush(stdout);
 		cudaFree(did);
 	}
