@@ -6,3 +6,5 @@ echo "== lynn --version"
 ./lynn --version
 echo "== lynn help"
 ./lynn help
+echo "== lynn eval (four gates; scripted endpoint)"
+sh tests/tools/demo_eval.sh
