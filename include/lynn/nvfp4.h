@@ -45,9 +45,7 @@ uint8_t lynn_f32_to_e2m1(float x);
 /* Nearest F8_E4M3 (fn) code, round-half-to-even, saturating at +-448 (no
  * Inf in this format), subnormals kept; NaN -> 0x7f. */
 uint8_t lynn_f32_to_e4m3(float x);
-/* F8_E4M3 (fn) to float (the same function as st.h's lynn_e4m3_to_f32 until
- * that one lands in every build; see src/formats/nvfp4.c). */
-float lynn_nvfp4_e4m3_to_f32(uint8_t b);
+/* (F8_E4M3 to float is st.h's lynn_e4m3_to_f32.) */
 
 /* ===== checkpoint conventions ===== */
 

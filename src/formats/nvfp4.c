@@ -10,17 +10,6 @@
 
 #include "lynn/nvfp4.h"
 
-/* Private until the st helper's src/formats/dtype.c is in every build:
- * then lynn_dtype_name replaces it. */
-static const char *dt_name(enum lynn_dtype dt)
-{
-	static const char *names[LYNN_DTYPE_COUNT] = {
-		"BOOL", "U8", "I8", "F8_E4M3", "F8_E5M2", "I16", "U16", "F16", "BF16",
-		"I32", "U32", "F32", "I64", "U64", "F64",
-	};
-	return (unsigned)dt < LYNN_DTYPE_COUNT ? names[dt] : "?";
-}
-
 /* ===== E2M1 ===== */
 
 static const float e2m1_grid[8] = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f };
@@ -60,21 +49,8 @@ uint8_t lynn_f32_to_e2m1(float x)
 	return sign | i;
 }
 
-/* ===== FP8 E4M3 (fn): bias 7, no Inf, 0x7f/0xff NaN, max 448 ===== */
-
-float lynn_nvfp4_e4m3_to_f32(uint8_t b)
-{
-	int e = (b >> 3) & 15, m = b & 7;
-	float v;
-
-	if ((b & 0x7f) == 0x7f)
-		return NAN;
-	if (e == 0)
-		v = ldexpf((float)m, -9);             /* m/8 * 2^-6 */
-	else
-		v = ldexpf((float)(8 + m), e - 10);   /* (1+m/8) * 2^(e-7) */
-	return (b & 0x80) ? -v : v;
-}
+/* ===== FP8 E4M3 (fn): bias 7, no Inf, 0x7f/0xff NaN, max 448 =====
+ * Decoding is st.h's lynn_e4m3_to_f32 (src/formats/dtype.c). */
 
 uint8_t lynn_f32_to_e4m3(float x)
 {
@@ -90,14 +66,14 @@ uint8_t lynn_f32_to_e4m3(float x)
 	 * whose value is <= a, then round between it and the next one. */
 	while (lo < hi) {
 		int mid = (lo + hi + 1) / 2;
-		if (lynn_nvfp4_e4m3_to_f32((uint8_t)mid) <= a)
+		if (lynn_e4m3_to_f32((uint8_t)mid) <= a)
 			lo = mid;
 		else
 			hi = mid - 1;
 	}
 	if (lo < 0x7e) {
-		float v0 = lynn_nvfp4_e4m3_to_f32((uint8_t)lo);
-		float v1 = lynn_nvfp4_e4m3_to_f32((uint8_t)(lo + 1));
+		float v0 = lynn_e4m3_to_f32((uint8_t)lo);
+		float v1 = lynn_e4m3_to_f32((uint8_t)(lo + 1));
 		/* The midpoint of two adjacent E4M3 values is exact in f32. */
 		float mid = v0 + (v1 - v0) * 0.5f;
 		if (a > mid || (a == mid && (lo & 1)))
@@ -137,7 +113,7 @@ void lynn_nvfp4_dequant_row(enum lynn_nvfp4_format f, const uint8_t *packed,
 			    const uint8_t *scales, float stored, int64_t k, float *out)
 {
 	for (int64_t b = 0; b < k / LYNN_NVFP4_BLOCK; b++) {
-		float s = lynn_nvfp4_e4m3_to_f32(scales[b]);
+		float s = lynn_e4m3_to_f32(scales[b]);
 		for (int j = 0; j < LYNN_NVFP4_BLOCK / 2; j++) {
 			uint8_t byte = packed[b * 8 + j];
 			float q0 = lynn_e2m1_to_f32(byte & 15), q1 = lynn_e2m1_to_f32(byte >> 4);
@@ -174,7 +150,7 @@ void lynn_nvfp4_quantize_row(enum lynn_nvfp4_format f, const float *x, int64_t k
 		if ((sc & 0x7f) == 0)
 			sc = lynn_f32_to_e4m3(f == LYNN_NVFP4_CT ? 0.125f : 1.0f);
 		scales[b] = sc;
-		s = lynn_nvfp4_e4m3_to_f32(sc);
+		s = lynn_e4m3_to_f32(sc);
 		eff = f == LYNN_NVFP4_CT ? s / stored : s * stored;
 		for (int j = 0; j < LYNN_NVFP4_BLOCK / 2; j++) {
 			float v0 = xb[2 * j], v1 = xb[2 * j + 1];
@@ -295,7 +271,7 @@ static void check_f32_scale(struct lynn_nvfp4_scan *s, const char *base,
 			    const struct lynn_tensor *t, int64_t n_experts, bool check_data)
 {
 	if (t->dtype != LYNN_DTYPE_F32) {
-		problem(s, "nvfp4: '%s': dtype %s, expected F32", t->name, dt_name(t->dtype));
+		problem(s, "nvfp4: '%s': dtype %s, expected F32", t->name, lynn_dtype_name(t->dtype));
 		return;
 	}
 	if (!scalar_shape(t, n_experts)) {
@@ -323,7 +299,7 @@ static void check_linear(struct lynn_nvfp4_scan *s, struct lynn_nvfp4_linear *L,
 	int64_t e = 0, n, kp;
 
 	if (w->dtype != LYNN_DTYPE_U8)
-		problem(s, "nvfp4: '%s': dtype %s, expected U8", w->name, dt_name(w->dtype));
+		problem(s, "nvfp4: '%s': dtype %s, expected U8", w->name, lynn_dtype_name(w->dtype));
 	if (w->n_dims == 3)
 		e = w->shape[0];
 	else if (w->n_dims != 2) {
@@ -342,7 +318,7 @@ static void check_linear(struct lynn_nvfp4_scan *s, struct lynn_nvfp4_linear *L,
 	} else {
 		if (sc->dtype != LYNN_DTYPE_F8_E4M3)
 			problem(s, "nvfp4: '%s': dtype %s, expected F8_E4M3", sc->name,
-				dt_name(sc->dtype));
+				lynn_dtype_name(sc->dtype));
 		else if (sc->n_dims != w->n_dims || (e && sc->shape[0] != e) ||
 			 sc->shape[sc->n_dims - 2] != n ||
 			 sc->shape[sc->n_dims - 1] != L->k / LYNN_NVFP4_BLOCK)

@@ -144,7 +144,7 @@ static double ref_dot(const hweight &w, int64_t e, int64_t r, const float *x)
 	double acc = 0;
 	for (int64_t i = 0; i < w.k; i++) {
 		uint8_t nib = (i & 1) ? P[i / 2] >> 4 : P[i / 2] & 15;
-		acc += (double)lynn_e2m1_to_f32(nib) * (double)lynn_nvfp4_e4m3_to_f32(S[i / 16]) *
+		acc += (double)lynn_e2m1_to_f32(nib) * (double)lynn_e4m3_to_f32(S[i / 16]) *
 		       (double)x[i];
 	}
 	return acc * (double)w.alpha[(size_t)e];
@@ -374,7 +374,7 @@ static void check_fp4_helpers(void)
 				amax = fmaxf(amax, fabsf(v[j]));
 			}
 			uint8_t sc = lynn_f32_to_e4m3(fminf(amax / 6.0f, 448.0f));
-			float sf = lynn_nvfp4_e4m3_to_f32(sc);
+			float sf = lynn_e4m3_to_f32(sc);
 			int64_t off = ((0 * (cp / 4) + b / 4) * 32 + r % 32) * 16 + 4 * ((r % 128) / 32) +
 				      b % 4;
 			bad += qs[(size_t)off] != sc;

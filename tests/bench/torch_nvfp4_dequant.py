@@ -14,6 +14,7 @@ lib = os.path.join(tempfile.mkdtemp(), "libnvfp4.so")
 subprocess.check_call(["gcc", "-std=c11", "-O2", "-D_GNU_SOURCE", "-shared", "-fPIC",
                        "-I" + os.path.join(root, "include"),
                        os.path.join(root, "src/formats/nvfp4.c"),
+                       os.path.join(root, "src/formats/dtype.c"),
                        os.path.join(root, "src/core/err.c"), "-o", lib, "-lm"])
 L = ctypes.CDLL(lib)
 L.lynn_nvfp4_dequant_row.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
