@@ -34,16 +34,17 @@ int lynn_nvfp4_view_init(struct lynn_nvfp4_view *v, enum lynn_nvfp4_format f,
 			 const struct lynn_nvfp4_linear *L, int64_t e, struct lynn_err *err);
 
 /* Y[M,N] (f32, row-major, ld N) = X[M,K] (f32, row-major) * W^T, rows split
- * over `pool` (NULL = caller's thread). Allocates a K*M scratch per call. */
+ * over `pool` (NULL = caller's thread). */
 int lynn_cpu_nvfp4_matmul(const struct lynn_nvfp4_view *w, const float *x, int64_t m, float *y,
 			  struct lynn_pool *pool, struct lynn_err *err);
 
-/* The same for output rows [r0, r1) only, single-threaded, no allocation:
- * `xp` is X re-laid by lynn_cpu_nvfp4_prep_x (M*K floats). For callers that
- * do their own threading. */
-void lynn_cpu_nvfp4_prep_x(const float *x, int64_t m, int64_t k, float *xp);
-void lynn_cpu_nvfp4_rows(const struct lynn_nvfp4_view *w, const float *xp, int64_t m,
-			 int64_t r0, int64_t r1, float *y);
+/* Output rows [r0, r1) only, on the caller's thread, no allocation: for each
+ * of the n_tok rows t of x (ldx floats apart), y[t*ldy + r] = (or +=, with
+ * accumulate) sum_k W[r][k] x[t][k]. This is what a runner's own
+ * parallel-for calls (src/cpu/matmul.c does, for lynn_mm jobs with `nv`). */
+void lynn_cpu_nvfp4_rows(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx,
+			 int64_t n_tok, int64_t r0, int64_t r1, float *y, int64_t ldy,
+			 bool accumulate);
 
 /* The portable scalar twin (reference for the SIMD one and the CUDA ones). */
 void lynn_cpu_nvfp4_matmul_ref(const struct lynn_nvfp4_view *w, const float *x, int64_t m,

@@ -22,6 +22,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "version", cmd_version, "print version and build flags" },
 	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
 	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
+	{ "quantize", cmd_quantize, "round-to-nearest NVFP4 (compressed-tensors or ModelOpt)" },
 	{ "logits", cmd_logits, "write a model's logits for token ids (parity tool)" },
 	{ "generate", cmd_generate, "generate text or token ids from a model" },
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },

@@ -1,11 +1,10 @@
 /*
  * nvfp4_matmul.c - CPU NVFP4 x f32 products (include/lynn/cpu_nvfp4.h).
  *
- * X is re-laid once per call so that each 16-block reads its even elements
- * then its odd ones (xp[b*16 + j] = x[b*16 + 2j], xp[b*16 + 8 + j] =
- * x[b*16 + 2j + 1]); then one 8-byte load of packed weights gives the 8 low
- * nibbles (even k) and the 8 high nibbles (odd k) of a block as two vectors,
- * decoded with a table permute. Block sums are scaled by the E4M3 block
+ * One 8-byte load of packed weights gives a block's 8 low nibbles (even k)
+ * and 8 high nibbles (odd k) as two vectors, decoded with a table permute
+ * and put back in k order with unpack + permute2f128 (once per block,
+ * shared by all activation rows). Block sums are scaled by the E4M3 block
  * scale, the row sum by alpha: q*s is exact, so only f32 summation rounds.
  */
 #include <math.h>
@@ -55,36 +54,31 @@ int lynn_nvfp4_view_init(struct lynn_nvfp4_view *v, enum lynn_nvfp4_format f,
 	return 0;
 }
 
-void lynn_cpu_nvfp4_prep_x(const float *x, int64_t m, int64_t k, float *xp)
-{
-	for (int64_t i = 0; i < m * k; i += 16)
-		for (int j = 0; j < 8; j++) {
-			xp[i + j] = x[i + 2 * j];
-			xp[i + 8 + j] = x[i + 2 * j + 1];
-		}
-}
-
 /* ===== portable ===== */
 
-static void rows_scalar(const struct lynn_nvfp4_view *w, const float *xp, int64_t m, int64_t r0,
-			int64_t r1, float *y)
+static void rows_scalar(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx,
+			int64_t n_tok, int64_t r0, int64_t r1, float *y, int64_t ldy, bool accumulate)
 {
 	const int64_t nb = w->k / 16;
 	for (int64_t r = r0; r < r1; r++) {
 		const uint8_t *P = w->packed + r * (w->k / 2), *S = w->scales + r * nb;
-		for (int64_t i = 0; i < m; i++) {
-			const float *xr = xp + i * w->k;
+		for (int64_t i = 0; i < n_tok; i++) {
+			const float *xr = x + i * ldx;
 			float acc = 0.0f;
 			for (int64_t b = 0; b < nb; b++) {
 				float t = 0.0f;
 				for (int j = 0; j < 8; j++) {
 					uint8_t byte = P[b * 8 + j];
-					t += lynn_e2m1_to_f32(byte & 15) * xr[b * 16 + j];
-					t += lynn_e2m1_to_f32(byte >> 4) * xr[b * 16 + 8 + j];
+					t += lynn_e2m1_to_f32(byte & 15) * xr[b * 16 + 2 * j];
+					t += lynn_e2m1_to_f32(byte >> 4) * xr[b * 16 + 2 * j + 1];
 				}
 				acc += t * e4m3_fast(S[b]);
 			}
-			y[i * w->n + r] = acc * w->alpha;
+			acc *= w->alpha;
+			if (accumulate)
+				y[i * ldy + r] += acc;
+			else
+				y[i * ldy + r] = acc;
 		}
 	}
 }
@@ -101,8 +95,8 @@ __attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
 }
 
 __attribute__((target("avx2,fma"))) static void
-rows_avx2(const struct lynn_nvfp4_view *w, const float *xp, int64_t m, int64_t r0, int64_t r1,
-	  float *y)
+rows_avx2(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t n_tok, int64_t r0,
+	  int64_t r1, float *y, int64_t ldy, bool accumulate)
 {
 	const int64_t nb = w->k / 16, k = w->k;
 	const __m256 tbl = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
@@ -110,8 +104,8 @@ rows_avx2(const struct lynn_nvfp4_view *w, const float *xp, int64_t m, int64_t r
 
 	for (int64_t r = r0; r < r1; r++) {
 		const uint8_t *P = w->packed + r * (k / 2), *S = w->scales + r * nb;
-		for (int64_t i0 = 0; i0 < m; i0 += 4) {
-			int mm = m - i0 < 4 ? (int)(m - i0) : 4;
+		for (int64_t i0 = 0; i0 < n_tok; i0 += 4) {
+			int mm = n_tok - i0 < 4 ? (int)(n_tok - i0) : 4;
 			__m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(),
 					  _mm256_setzero_ps(), _mm256_setzero_ps() };
 			for (int64_t b = 0; b < nb; b++) {
@@ -121,20 +115,29 @@ rows_avx2(const struct lynn_nvfp4_view *w, const float *xp, int64_t m, int64_t r
 				__m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi32(v, 4);
 				__m256 qlo = _mm256_permutevar8x32_ps(tbl, lo);
 				__m256 qhi = _mm256_permutevar8x32_ps(tbl, hi);
-				__m256 s = _mm256_set1_ps(e4m3_fast(S[b]));
 				qlo = _mm256_xor_ps(qlo, _mm256_castsi256_ps(_mm256_and_si256(
 								_mm256_slli_epi32(lo, 28), sgn)));
 				qhi = _mm256_xor_ps(qhi, _mm256_castsi256_ps(_mm256_and_si256(
 								_mm256_slli_epi32(hi, 28), sgn)));
+				/* back to k order: (0..3|8..11), (4..7|12..15) -> 0..7, 8..15 */
+				__m256 ul = _mm256_unpacklo_ps(qlo, qhi), uh = _mm256_unpackhi_ps(qlo, qhi);
+				__m256 q0 = _mm256_permute2f128_ps(ul, uh, 0x20);
+				__m256 q1 = _mm256_permute2f128_ps(ul, uh, 0x31);
+				__m256 s = _mm256_set1_ps(e4m3_fast(S[b]));
 				for (int j = 0; j < mm; j++) {
-					const float *xr = xp + (i0 + j) * k + b * 16;
-					__m256 t = _mm256_mul_ps(qhi, _mm256_loadu_ps(xr + 8));
-					t = _mm256_fmadd_ps(qlo, _mm256_loadu_ps(xr), t);
+					const float *xr = x + (i0 + j) * ldx + b * 16;
+					__m256 t = _mm256_mul_ps(q1, _mm256_loadu_ps(xr + 8));
+					t = _mm256_fmadd_ps(q0, _mm256_loadu_ps(xr), t);
 					acc[j] = _mm256_fmadd_ps(t, s, acc[j]);
 				}
 			}
-			for (int j = 0; j < mm; j++)
-				y[(i0 + j) * w->n + r] = hsum256(acc[j]) * w->alpha;
+			for (int j = 0; j < mm; j++) {
+				float v = hsum256(acc[j]) * w->alpha;
+				if (accumulate)
+					y[(i0 + j) * ldy + r] += v;
+				else
+					y[(i0 + j) * ldy + r] = v;
+			}
 		}
 	}
 }
@@ -149,32 +152,28 @@ bool lynn_cpu_nvfp4_simd(void)
 #endif
 }
 
-void lynn_cpu_nvfp4_rows(const struct lynn_nvfp4_view *w, const float *xp, int64_t m,
-			 int64_t r0, int64_t r1, float *y)
+void lynn_cpu_nvfp4_rows(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx,
+			 int64_t n_tok, int64_t r0, int64_t r1, float *y, int64_t ldy,
+			 bool accumulate)
 {
 #ifdef HAVE_X86
 	if (lynn_cpu_nvfp4_simd()) {
-		rows_avx2(w, xp, m, r0, r1, y);
+		rows_avx2(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
 		return;
 	}
 #endif
-	rows_scalar(w, xp, m, r0, r1, y);
+	rows_scalar(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
 }
 
 void lynn_cpu_nvfp4_matmul_ref(const struct lynn_nvfp4_view *w, const float *x, int64_t m,
 			       float *y)
 {
-	float *xp = malloc(sizeof *xp * (size_t)(m * w->k));
-	if (!xp)
-		return;
-	lynn_cpu_nvfp4_prep_x(x, m, w->k, xp);
-	rows_scalar(w, xp, m, 0, w->n, y);
-	free(xp);
+	rows_scalar(w, x, w->k, m, 0, w->n, y, w->n, false);
 }
 
 struct job {
 	const struct lynn_nvfp4_view *w;
-	const float *xp;
+	const float *x;
 	int64_t m, chunk;
 	float *y;
 };
@@ -186,28 +185,22 @@ static void run_chunk(void *ud, int64_t i, int tid)
 	(void)tid;
 	if (r1 > j->w->n)
 		r1 = j->w->n;
-	lynn_cpu_nvfp4_rows(j->w, j->xp, j->m, r0, r1, j->y);
+	lynn_cpu_nvfp4_rows(j->w, j->x, j->w->k, j->m, r0, r1, j->y, j->w->n, false);
 }
 
 int lynn_cpu_nvfp4_matmul(const struct lynn_nvfp4_view *w, const float *x, int64_t m, float *y,
 			  struct lynn_pool *pool, struct lynn_err *err)
 {
 	struct job j;
-	float *xp;
 
 	if (w->k % 16 || w->n < 1 || m < 1)
 		return lynn_errf(err, -LYNN_EINVAL, "nvfp4: matmul: bad shape n %lld k %lld m %lld",
 				 (long long)w->n, (long long)w->k, (long long)m);
-	xp = malloc(sizeof *xp * (size_t)(m * w->k));
-	if (!xp)
-		return lynn_errf(err, -LYNN_ENOMEM, "nvfp4: out of memory");
-	lynn_cpu_nvfp4_prep_x(x, m, w->k, xp);
 	j.w = w;
-	j.xp = xp;
+	j.x = x;
 	j.m = m;
 	j.y = y;
 	j.chunk = 64;
 	lynn_pool_run(pool, (w->n + j.chunk - 1) / j.chunk, run_chunk, &j);
-	free(xp);
 	return 0;
 }

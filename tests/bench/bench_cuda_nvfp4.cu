@@ -247,12 +247,11 @@ static void check_dense(int64_t n, int64_t k, int m, int64_t sample_rows)
 	/* the CPU twin on the same rows */
 	{
 		struct lynn_nvfp4_view v = { w.packed.data(), w.scales.data(), w.alpha[0], n, k };
-		std::vector<float> xp(x.size()), y1((size_t)m);
 		std::vector<float> yfull((size_t)(m * n), NAN);
-		lynn_cpu_nvfp4_prep_x(x.data(), m, k, xp.data());
 		errstat st;
 		for (size_t ri = 0; ri < rows.size(); ri++) {
-			lynn_cpu_nvfp4_rows(&v, xp.data(), m, rows[ri], rows[ri] + 1, yfull.data());
+			lynn_cpu_nvfp4_rows(&v, x.data(), k, m, rows[ri], rows[ri] + 1, yfull.data(), n,
+					    false);
 			for (int i = 0; i < m; i++)
 				st.add(yfull[(size_t)(i * n + rows[ri])], ref[ri * m + i]);
 		}
