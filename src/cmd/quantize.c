@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "lynn/log.h"
 #include "lynn/progress.h"
 #include "lynn/quantize.h"
 
@@ -106,9 +107,9 @@ int cmd_quantize(int argc, char **argv)
 	free(ign);
 	if (rc)
 		return cmd_fail(&err);
-	fprintf(stderr,
+	lynn_log(LYNN_LOG_INFO,
 		"quantize: %lld linears to NVFP4 (%s; %lld cut from fused experts), %lld tensors "
-		"copied, %d ship files; %.2f GB -> %.2f GB; weight rel. RMSE %.4f\n",
+		"copied, %d ship files; %.2f GB -> %.2f GB; weight rel. RMSE %.4f",
 		(long long)st.n_quantized, lynn_nvfp4_format_name(o.format),
 		(long long)st.n_split_experts, (long long)st.n_copied, st.n_ship_files,
 		st.bytes_in / 1e9, st.bytes_out / 1e9, st.rel_rmse);
