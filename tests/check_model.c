@@ -518,6 +518,46 @@ START_TEST(test_cli_logits_generate)
 				"122 169 79 6 182\n");
 	ck_assert(strstr(r.err, "decode") != NULL);
 	tu_run_free(&r);
+	/* a text prompt through the chat template and tokenizer: the prompt is
+	 * ref_generate's "chat" case (HF rendered and encoded it), whose greedy
+	 * continuation reaches eos <|im_end|> (482) at its third token */
+	snprintf(args, sizeof args, "generate --model %s/qwen35moe-tiny --prompt 'Explain in two sentences "
+		 "why the sky is blue.' --print-ids --max-tokens 24 -q", FIXTURES);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	ck_assert_str_eq(r.out, "204 134 482\n");
+	tu_run_free(&r);
+	snprintf(args, sizeof args, "generate --model %s/qwen35moe-tiny --prompt 'Explain in two sentences "
+		 "why the sky is blue.' --max-tokens 24 -q", FIXTURES);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	struct tu_run rd = tu_lynn("tokenize --model " FIXTURES "/qwen35moe-tiny --decode '204 134'", NULL, NULL);
+	ck_assert_int_eq(rd.status, 0);
+	ck_assert_uint_eq(strlen(r.out), strlen(rd.out) + 1); /* text, then a newline; eos not printed */
+	ck_assert(strncmp(r.out, rd.out, strlen(rd.out)) == 0);
+	tu_run_free(&rd);
+	tu_run_free(&r);
+	/* a folder without tokenizer files runs with --ids and --print-ids only */
+	snprintf(args, sizeof args, "cp %s/qwen35moe-tiny/config.json %s/qwen35moe-tiny/model.safetensors '%s/'",
+		 FIXTURES, FIXTURES, dir);
+	r = tu_sh(args, NULL);
+	ck_assert_int_eq(r.status, 0);
+	tu_run_free(&r);
+	snprintf(args, sizeof args, "generate --model '%s' --ids 481 --print-ids --max-tokens 3 -q", dir);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	ck_assert_str_eq(r.out, "459 45 12\n");
+	tu_run_free(&r);
+	snprintf(args, sizeof args, "generate --model '%s' --ids 481 --max-tokens 3", dir);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert(strstr(r.err, "tokenizer") != NULL);
+	tu_run_free(&r);
+	snprintf(args, sizeof args, "generate --model '%s' --prompt hi --max-tokens 3", dir);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert(strstr(r.err, "tokenizer") != NULL);
+	tu_run_free(&r);
 	/* sampling with a seed is reproducible */
 	snprintf(args, sizeof args, "generate --model %s/qwen35moe-tiny --ids 481 --print-ids "
 		 "--max-tokens 12 --temperature 0.9 --top-k 40 --top-p 0.9 --min-p 0.01 --seed 7 -q", FIXTURES);
@@ -534,6 +574,9 @@ START_TEST(test_cli_logits_generate)
 		{ "logits --model " FIXTURES "/qwen35moe-tiny --ids 'a b' --out /tmp/lynn-never.safetensors", "" },
 		{ "logits --model /nonexistent --ids 1 --out /tmp/lynn-never.safetensors", "nonexistent" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --prompt hi", "exactly one" },
+		{ "generate --model " FIXTURES "/qwen35moe-tiny --messages /nonexistent.json", "nonexistent" },
+		{ "generate --model " FIXTURES "/qwen35moe-tiny --messages " FIXTURES "/qwen35moe-tiny/config.json",
+		  "" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --top-p 0", "top_p" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --threads 0", "--threads" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --bogus", "" },
