@@ -141,6 +141,68 @@ rows_avx2(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t 
 		}
 	}
 }
+
+/* Many tokens (prefill): decode a chunk of a row once into f32 (q*s, exact)
+ * and reuse it for up to 64 tokens, instead of decoding per 4 tokens. */
+#define WCHUNK 1024
+#define TGROUP 64
+__attribute__((target("avx2,fma"))) static void
+rows_avx2_many(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t n_tok,
+	       int64_t r0, int64_t r1, float *y, int64_t ldy, bool accumulate)
+{
+	const int64_t k = w->k;
+	const __m256 tbl = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+	const __m256i nib = _mm256_set1_epi32(15), sgn = _mm256_set1_epi32((int)0x80000000u);
+	float wbuf[WCHUNK] __attribute__((aligned(32)));
+	float sums[TGROUP];
+
+	for (int64_t r = r0; r < r1; r++) {
+		const uint8_t *P = w->packed + r * (k / 2), *S = w->scales + r * (k / 16);
+		for (int64_t t0 = 0; t0 < n_tok; t0 += TGROUP) {
+			int64_t nt = n_tok - t0 < TGROUP ? n_tok - t0 : TGROUP;
+			for (int64_t t = 0; t < nt; t++)
+				sums[t] = 0.0f;
+			for (int64_t c0 = 0; c0 < k; c0 += WCHUNK) {
+				int64_t len = k - c0 < WCHUNK ? k - c0 : WCHUNK;
+				for (int64_t b = 0; b < len / 16; b++) {
+					long long bytes;
+					memcpy(&bytes, P + (c0 + b * 16) / 2, 8);
+					__m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+					__m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi32(v, 4);
+					__m256 qlo = _mm256_permutevar8x32_ps(tbl, lo);
+					__m256 qhi = _mm256_permutevar8x32_ps(tbl, hi);
+					qlo = _mm256_xor_ps(qlo, _mm256_castsi256_ps(_mm256_and_si256(
+									_mm256_slli_epi32(lo, 28), sgn)));
+					qhi = _mm256_xor_ps(qhi, _mm256_castsi256_ps(_mm256_and_si256(
+									_mm256_slli_epi32(hi, 28), sgn)));
+					__m256 ul = _mm256_unpacklo_ps(qlo, qhi), uh = _mm256_unpackhi_ps(qlo, qhi);
+					__m256 s = _mm256_set1_ps(e4m3_fast(S[(c0 + b * 16) / 16]));
+					_mm256_store_ps(wbuf + b * 16,
+							_mm256_mul_ps(_mm256_permute2f128_ps(ul, uh, 0x20), s));
+					_mm256_store_ps(wbuf + b * 16 + 8,
+							_mm256_mul_ps(_mm256_permute2f128_ps(ul, uh, 0x31), s));
+				}
+				for (int64_t t = 0; t < nt; t++) {
+					const float *xr = x + (t0 + t) * ldx + c0;
+					__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+					for (int64_t j = 0; j < len; j += 16) {
+						a0 = _mm256_fmadd_ps(_mm256_load_ps(wbuf + j), _mm256_loadu_ps(xr + j), a0);
+						a1 = _mm256_fmadd_ps(_mm256_load_ps(wbuf + j + 8),
+								     _mm256_loadu_ps(xr + j + 8), a1);
+					}
+					sums[t] += hsum256(_mm256_add_ps(a0, a1));
+				}
+			}
+			for (int64_t t = 0; t < nt; t++) {
+				float v = sums[t] * w->alpha;
+				if (accumulate)
+					y[(t0 + t) * ldy + r] += v;
+				else
+					y[(t0 + t) * ldy + r] = v;
+			}
+		}
+	}
+}
 #endif
 
 bool lynn_cpu_nvfp4_simd(void)
@@ -158,7 +220,10 @@ void lynn_cpu_nvfp4_rows(const struct lynn_nvfp4_view *w, const float *x, int64_
 {
 #ifdef HAVE_X86
 	if (lynn_cpu_nvfp4_simd()) {
-		rows_avx2(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
+		if (n_tok > 4)
+			rows_avx2_many(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
+		else
+			rows_avx2(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
 		return;
 	}
 #endif
