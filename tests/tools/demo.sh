@@ -10,3 +10,4 @@ echo "== lynn help"
 if test -d tests/fixtures/qwen35moe-tiny; then echo "== lynn inspect tests/fixtures/qwen35moe-tiny"; ./lynn inspect tests/fixtures/qwen35moe-tiny; fi
 echo "== lynn eval (four gates; scripted endpoint)"
 sh tests/tools/demo_eval.sh
+[ -d tests/fixtures/qwen35moe-tiny ] && { echo "== lynn quant-verify (tiny model vs its f32 copy; random weights, so quality fails)"; ./lynn quant-verify --reference tests/fixtures/qwen35moe-tiny --variant f32=tests/fixtures/qwen35moe-tiny-text-f32 --variant q4km=tests/fixtures/missing-Q4_K_M.gguf --max-tokens 16 || true; }
