@@ -50,6 +50,7 @@ enum lynn_cuda_path {
 	LYNN_CUDA_PATH_MMA = 2,   /* BF16 tensor cores (wmma), tiles of 64 rows */
 	LYNN_CUDA_PATH_GEMV_V1 = 3, /* first versions, kept as baselines */
 	LYNN_CUDA_PATH_MMA_V1 = 4,
+	LYNN_CUDA_PATH_TC = 5,    /* BF16 mma.sync, weights as the m16 operand; K <= 5112 */
 };
 
 /* Y[M,N] (bf16 or f32 per `out`) = X[M,K] (bf16) * W^T; M >= 1 (any M
