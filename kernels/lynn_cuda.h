@@ -62,6 +62,10 @@ int lynn_cuda_nvfp4_gemm_path(const struct lynn_cuda_nvfp4_weight *w, const void
 			      void *d_y, enum lynn_cuda_out out, enum lynn_cuda_path path,
 			      lynn_stream_t stream, struct lynn_err *err);
 
+/* Benchmark hook: K groups (warps splitting K, 1/2/4/8) in the tc kernel's
+ * blocks; 0 restores the built-in choice. Not thread-safe; not for callers. */
+void lynn_cuda_nvfp4_tc_tune(int kgroups);
+
 /* Grouped MoE: for each of n_sel selected experts g (d_ids[g] in [0,E)),
  * Y[g] (M x N, at d_y + g*M*N) = X[g] (M x K) * W[d_ids[g]]^T, where X[g] is at
  * d_x + g*x_group_stride elements (0: every group reads the same X, as the

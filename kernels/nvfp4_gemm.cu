@@ -733,10 +733,14 @@ static void launch_mma(const struct lynn_cuda_nvfp4_weight *w, const int32_t *id
 
 /* tc: K groups per block (a power of two <= 8 and <= the span count), the
  * rest of the 8 warps take 16 more rows each. */
+static int tc_kg_override; /* 0, or a benchmark's choice (lynn_cuda_nvfp4_tc_tune) */
+
+extern "C" void lynn_cuda_nvfp4_tc_tune(int kgroups) { tc_kg_override = kgroups; }
+
 static int tc_kgroups(int64_t k)
 {
 	int64_t spans = (k + 127) / 128;
-	int kg = 8;
+	int kg = tc_kg_override ? tc_kg_override : 8;
 	while (kg > 1 && kg > spans)
 		kg >>= 1;
 	return kg;

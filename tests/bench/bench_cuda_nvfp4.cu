@@ -572,6 +572,20 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 			name, (long long)n, (long long)k, m, t[0], t[1], isnan(t[2]) ? -1.0 : t[2], t[3],
 			isnan(t[4]) ? -1.0 : t[4], t[5], tb,
 			bw / 1e9, bw / copybw, tb / t[0], tg, tbg, bwg / copybw, tbg / tg);
+		if (m <= 4)
+			for (int kg = 1; kg <= 8; kg *= 2) {
+				lynn_cuda_nvfp4_tc_tune(kg);
+				auto f = [&](int i) {
+					LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
+								     LYNN_CUDA_OUT_BF16, LYNN_CUDA_PATH_TC,
+								     bst, &e_));
+				};
+				double a = time_us(f, it), b = time_graph_us(f, it);
+				printf("  sweep %s M=%d tc kgroups=%d: b2b %.2f us (%3.0f%%) graph %.2f us (%3.0f%%)\n",
+				       name, m, kg, a, 100 * fp4_bytes / (a * 1e-6) / copybw, b,
+				       100 * fp4_bytes / (b * 1e-6) / copybw);
+				lynn_cuda_nvfp4_tc_tune(0);
+			}
 		fflush(stdout);
 	}
 	for (auto &d : w4)
@@ -672,6 +686,16 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 			"\"frac_copy_graph\":%.3f}\n",
 			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], tb, bw / 1e9, bw / copybw,
 			tb / tp[0], tpg, bwg / copybw);
+		if (m == 1)
+			for (int kg = 1; kg <= 8; kg *= 2) {
+				lynn_cuda_nvfp4_tc_tune(kg);
+				double a = time_us([&](int i) { layer(i, 5); }, 100);
+				double b = time_graph_us([&](int i) { layer(i, 5); }, 100);
+				printf("  sweep moe M=1 tc kgroups=%d: b2b %.2f us (%3.0f%%) graph %.2f us (%3.0f%%)\n",
+				       kg, a, 100 * bytes / (a * 1e-6) / copybw, b,
+				       100 * bytes / (b * 1e-6) / copybw);
+				lynn_cuda_nvfp4_tc_tune(0);
+			}
 		fflush(stdout);
 		cudaFree(did);
 	}
@@ -709,7 +733,7 @@ int main(int argc, char **argv)
 	check_dense(192, 96, 3, 1 << 30);   /* K % 64 != 0: gemv only */
 	check_dense(64, 32, 2, 1 << 30);    /* smallest K */
 	check_dense(100, 160, 5, 1 << 30);  /* N % 16 != 0, K not a whole 128-span */
-	check_dense(64, 8192, 3, 1 << 30);  /* tc: several batches per warp */
+	check_dense(64, 4608, 3, 1 << 30);  /* tc: two batches per warp */
 	for (int m : { 1, 4, 16, 64 }) {
 		check_dense(8192, 2048, m, 512);
 		check_dense(1024, 2048, m, 512);
