@@ -51,6 +51,7 @@ enum lynn_cuda_path {
 	LYNN_CUDA_PATH_GEMV_V1 = 3, /* first versions, kept as baselines */
 	LYNN_CUDA_PATH_MMA_V1 = 4,
 	LYNN_CUDA_PATH_TC = 5,    /* BF16 mma.sync, weights as the m16 operand; K <= 5112 */
+	LYNN_CUDA_PATH_TC2 = 6,   /* tc with a cp.async weight pipeline; K <= 4152 */
 };
 
 /* Y[M,N] (bf16 or f32 per `out`) = X[M,K] (bf16) * W^T; M >= 1 (any M

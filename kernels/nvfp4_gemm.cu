@@ -489,6 +489,155 @@ nvfp4_tc_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ 
 	}
 }
 
+/* ===== tc2: the tc kernel with a per-warp cp.async pipeline =====
+ * Same operand mapping and exact decode as tc. Each lane streams its own two
+ * 16-byte pieces per span through a private TC2_NST-stage ring in shared
+ * memory (cp.async.cg, zero-filled outside the matrix), so up to
+ * TC2_NST - 1 spans per warp are in flight while one is decoded and
+ * multiplied; the scale bytes ride along in a register ring. A lane reads
+ * back only what it copied itself, so no block barrier is needed in the
+ * loop. Two accumulator sets halve the MMA dependency chain. */
+
+#define TC2_NST 6
+
+static __device__ __forceinline__ void lynn_cp16(void *dst, const void *src, bool valid)
+{
+	const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
+		     "r"(valid ? 16 : 0));
+}
+
+template <int MT8, typename TY>
+static __global__ void __launch_bounds__(256, 2)
+nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
+		 int64_t k, int kg_n, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+{
+	extern __shared__ uint4 tc_sh4[];
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	/* [warp][stage][row A/B][lane] 16-byte pieces, then X */
+	uint4 *ring = tc_sh4 + (size_t)warp * TC2_NST * 64;
+	__nv_bfloat16 *xs = (__nv_bfloat16 *)(tc_sh4 + 8 * TC2_NST * 64);
+	const int64_t xld = k + 8;
+	const int g = blockIdx.y;
+	const int e = ids ? ids[g] : 0;
+	const int gq = lane >> 2, c = lane & 3;
+	const int rg = warp / kg_n, kgi = warp % kg_n;
+	const int64_t rA = ((int64_t)blockIdx.x * (8 / kg_n) + rg) * 16 + gq, rB = rA + 8;
+	const int nspans = (int)((k + 127) / 128);
+	const int my = kgi < nspans ? (nspans - kgi + kg_n - 1) / kg_n : 0;
+	const uint8_t *P = packed + (int64_t)e * n * (k / 2);
+	const uint8_t *S = scales + (int64_t)e * n * (k / 16);
+	const bool okA = rA < n, okB = rB < n;
+	const uint8_t *PA = P + (okA ? rA : 0) * (k / 2), *PB = P + (okB ? rB : 0) * (k / 2);
+	const uint8_t *SA = S + (okA ? rA : 0) * (k / 16), *SB = S + (okB ? rB : 0) * (k / 16);
+	float acc[2][MT8][4];
+	uint32_t sra[TC2_NST], srb[TC2_NST];
+
+#pragma unroll
+	for (int h = 0; h < 2; h++)
+#pragma unroll
+		for (int t = 0; t < MT8; t++)
+			acc[h][t][0] = acc[h][t][1] = acc[h][t][2] = acc[h][t][3] = 0.0f;
+	/* local span i -> K offset of this lane's piece */
+	auto issue = [&](int i, int slot) {
+		const int sp = kgi + i * kg_n;
+		const int64_t kk = (int64_t)sp * 128 + 32 * c;
+		const bool kv = i < my && kk < k;
+		lynn_cp16(ring + slot * 64 + lane, PA + (kv ? kk / 2 : 0), kv && okA);
+		lynn_cp16(ring + slot * 64 + 32 + lane, PB + (kv ? kk / 2 : 0), kv && okB);
+		sra[slot] = kv && okA ? __ldcs((const uint16_t *)(SA + kk / 16)) : 0u;
+		srb[slot] = kv && okB ? __ldcs((const uint16_t *)(SB + kk / 16)) : 0u;
+		asm volatile("cp.async.commit_group;" ::: "memory");
+	};
+#pragma unroll
+	for (int s = 0; s < TC2_NST - 1; s++)
+		issue(s, s);
+	x += (int64_t)g * x_group_stride;
+	{
+		const int mm = m < MT8 * 8 ? m : MT8 * 8;
+		const int per_row = (int)(k / 8);
+		for (int i = threadIdx.x; i < mm * per_row; i += blockDim.x) {
+			const int r = i / per_row, q = i - r * per_row;
+			*(uint4 *)(xs + r * xld + q * 8) = __ldg((const uint4 *)(x + (int64_t)r * k + q * 8));
+		}
+	}
+	__syncthreads();
+	for (int base = 0; base < my; base += TC2_NST) {
+#pragma unroll
+		for (int st = 0; st < TC2_NST; st++) {
+			const int i = base + st;
+			if (i >= my)
+				break;
+			issue(i + TC2_NST - 1, (st + TC2_NST - 1) % TC2_NST);
+			asm volatile("cp.async.wait_group %0;" ::"n"(TC2_NST - 1) : "memory");
+			const int64_t kk = (int64_t)(kgi + i * kg_n) * 128 + 32 * c;
+			const bool kv = kk < k;
+			const uint4 va = ring[st * 64 + lane], vb = ring[st * 64 + 32 + lane];
+			uint32_t scA[2], shA[2], scB[2], shB[2];
+			lynn_tc_scale(sra[st] & 0xffu, scA[0], shA[0]);
+			lynn_tc_scale(sra[st] >> 8, scA[1], shA[1]);
+			lynn_tc_scale(srb[st] & 0xffu, scB[0], shB[0]);
+			lynn_tc_scale(srb[st] >> 8, scB[1], shB[1]);
+			const uint32_t wA[4] = { va.x, va.y, va.z, va.w };
+			const uint32_t wB[4] = { vb.x, vb.y, vb.z, vb.w };
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				uint32_t a0, a1, a2, a3;
+				const int sh = 16 * (j & 1);
+				lynn_tc_dec4(wA[j >> 1] >> sh, scA[j >> 2], shA[j >> 2], a0, a2);
+				lynn_tc_dec4(wB[j >> 1] >> sh, scB[j >> 2], shB[j >> 2], a1, a3);
+#pragma unroll
+				for (int t = 0; t < MT8; t++) {
+					const int tok = t * 8 + gq;
+					uint2 bv = make_uint2(0, 0);
+					if (kv && tok < m)
+						bv = *(const uint2 *)(xs + tok * xld + kk + 4 * j);
+					lynn_mma_bf16(acc[j & 1][t], a0, a1, a2, a3, bv.x, bv.y);
+				}
+			}
+		}
+	}
+	asm volatile("cp.async.wait_group 0;" ::: "memory");
+#pragma unroll
+	for (int t = 0; t < MT8; t++)
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			acc[0][t][q] += acc[1][t][q];
+	__syncthreads();
+	float *red = (float *)tc_sh4;
+	if (kg_n > 1) {
+#pragma unroll
+		for (int t = 0; t < MT8; t++)
+#pragma unroll
+			for (int q = 0; q < 4; q++)
+				red[((warp * MT8 + t) * 4 + q) * 32 + lane] = acc[0][t][q];
+		__syncthreads();
+		if (kgi != 0)
+			return;
+		for (int w2 = 1; w2 < kg_n; w2++)
+#pragma unroll
+			for (int t = 0; t < MT8; t++)
+#pragma unroll
+				for (int q = 0; q < 4; q++)
+					acc[0][t][q] += red[(((warp + w2) * MT8 + t) * 4 + q) * 32 + lane];
+	}
+	{
+		const float a = alpha[e];
+		y += (int64_t)g * y_group_stride;
+#pragma unroll
+		for (int t = 0; t < MT8; t++)
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				const int tok = t * 8 + 2 * c + (q & 1);
+				const int64_t row = q < 2 ? rA : rB;
+				if (tok < m && row < n)
+					store_out(y + (int64_t)tok * y_ld + row, acc[0][t][q] * a);
+			}
+	}
+}
+
 /* ===== first versions (kept as measured baselines; paths GEMV_V1/MMA_V1) =====
  * gemv1: X read through L1 as bf16, one row per lane group, 2 chunks per
  * lane; mma1: 4 warps, one K step in flight. */
@@ -737,12 +886,26 @@ static int tc_kg_override; /* 0, or a benchmark's choice (lynn_cuda_nvfp4_tc_tun
 
 extern "C" void lynn_cuda_nvfp4_tc_tune(int kgroups) { tc_kg_override = kgroups; }
 
-static int tc_kgroups(int64_t k)
+/* The fewest K groups (so the most rows per block and the longest weight
+ * stream per warp) that still give >= 1.5 blocks per multiprocessor: the
+ * K-group sweep on the H200 (docs/benchmarks.md) found 4 best for 2048 ->
+ * 8192 (one full wave of 256 blocks) and 1 for lm_head. */
+static int tc_kgroups(int64_t n, int64_t k, int groups)
 {
+	static int sms;
 	int64_t spans = (k + 127) / 128;
-	int kg = tc_kg_override ? tc_kg_override : 8;
-	while (kg > 1 && kg > spans)
-		kg >>= 1;
+	int kg = 1;
+	if (tc_kg_override)
+		return tc_kg_override;
+	if (!sms) {
+		int dev = 0;
+		cudaGetDevice(&dev);
+		if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+			sms = 132;
+	}
+	while (kg < 8 && kg * 2 <= spans &&
+	       ((n + 16 * (8 / kg) - 1) / (16 * (8 / kg))) * groups * 2 < 3 * (int64_t)sms)
+		kg *= 2;
 	return kg;
 }
 
@@ -769,7 +932,7 @@ static void launch_tc(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids
 		      const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld, int64_t ygs,
 		      cudaStream_t st)
 {
-	const int kg = tc_kgroups(w->k);
+	const int kg = tc_kgroups(w->n, w->k, groups);
 	const int64_t rows_per_block = 16 * (8 / kg);
 	const size_t shm = tc_smem(MT8, w->k);
 	static bool raised;
@@ -783,11 +946,46 @@ static void launch_tc(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids
 							x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
 }
 
+static size_t tc2_smem(int mt8, int64_t k)
+{
+	return (size_t)8 * TC2_NST * 64 * 16 + (size_t)mt8 * 8 * (size_t)(k + 8) * 2;
+}
+
+/* two blocks per multiprocessor */
+#define TC2_MAX_SHM (113 * 1024)
+
+static int tc2_mt8(int m, int64_t k)
+{
+	int mt8 = 1;
+	while (mt8 < 8 && mt8 * 8 < m && tc2_smem(mt8 * 2, k) <= TC2_MAX_SHM)
+		mt8 *= 2;
+	return mt8;
+}
+
+template <int MT8, typename TY>
+static void launch_tc2(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+		       const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
+		       int64_t ygs, cudaStream_t st)
+{
+	const int kg = tc_kgroups(w->n, w->k, groups);
+	const int64_t rows_per_block = 16 * (8 / kg);
+	const size_t shm = tc2_smem(MT8, w->k);
+	static bool raised;
+	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
+	if (!raised) {
+		cudaFuncSetAttribute(nvfp4_tc2_kernel<MT8, TY>,
+				     cudaFuncAttributeMaxDynamicSharedMemorySize, TC2_MAX_SHM);
+		raised = true;
+	}
+	nvfp4_tc2_kernel<MT8, TY><<<grid, 256, shm, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids,
+							 x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
+}
+
 /* M below which the CUDA-core kernel wins (measured on the H200, see
  * docs/benchmarks.md). */
 #define GEMV_MAX_M 2
 /* M up to which the tc kernel is chosen (measured, docs/benchmarks.md) */
-#define TC_AUTO_MAX_M 64
+#define TC_AUTO_MAX_M 8
 
 template <typename TY>
 static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
@@ -800,6 +998,23 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 	const bool gv = path == LYNN_CUDA_PATH_GEMV || path == LYNN_CUDA_PATH_GEMV_V1;
 	if (path == LYNN_CUDA_PATH_GEMV_V1)
 		gmax = 8;
+	if (path == LYNN_CUDA_PATH_TC2) {
+		const int mt8 = tc2_mt8(m, w->k);
+		for (int m0 = 0; m0 < m; m0 += mt8 * 8) {
+			const int mm = m - m0 < mt8 * 8 ? m - m0 : mt8 * 8;
+			const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
+			TY *ym = y + (int64_t)m0 * w->n;
+			if (mt8 == 1)
+				launch_tc2<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mt8 == 2)
+				launch_tc2<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mt8 == 4)
+				launch_tc2<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else
+				launch_tc2<8>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+		}
+		return;
+	}
 	if (path == LYNN_CUDA_PATH_TC) {
 		const int mt8 = tc_mt8(m, w->k);
 		for (int m0 = 0; m0 < m; m0 += mt8 * 8) {
@@ -881,6 +1096,9 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 				 m, (long long)(w ? w->n : 0), (long long)(w ? w->k : 0));
 	ygs = (int64_t)m * w->n;
 	mma_ok = w->n % MMA_BN == 0 && w->k % MMA_BK == 0;
+	if (path == LYNN_CUDA_PATH_TC2 && tc2_smem(1, w->k) > TC2_MAX_SHM)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc2 path needs K <= %d",
+				 (TC2_MAX_SHM - 8 * TC2_NST * 64 * 16) / 16 - 8);
 	if (path == LYNN_CUDA_PATH_AUTO) {
 		if (m <= TC_AUTO_MAX_M && tc_smem(1, w->k) <= TC_MAX_SHM)
 			path = LYNN_CUDA_PATH_TC;
