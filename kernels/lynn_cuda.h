@@ -46,7 +46,7 @@ enum lynn_cuda_out {
 /* Kernel choice for lynn_cuda_nvfp4_gemm_path (benchmarks and tests). */
 enum lynn_cuda_path {
 	LYNN_CUDA_PATH_AUTO = 0,
-	LYNN_CUDA_PATH_GEMV = 1,  /* CUDA cores, dequant in registers, M <= 8 */
+	LYNN_CUDA_PATH_GEMV = 1,  /* CUDA cores, dequant in registers, M <= 8 per launch */
 	LYNN_CUDA_PATH_MMA = 2,   /* BF16 tensor cores (wmma), tiles of 64 rows */
 	LYNN_CUDA_PATH_GEMV_V1 = 3, /* first versions, kept as baselines */
 	LYNN_CUDA_PATH_MMA_V1 = 4,

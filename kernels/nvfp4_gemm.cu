@@ -2,7 +2,7 @@
  * nvfp4_gemm.cu - NVFP4 weight x BF16 activation products for sm_90
  * (kernels/lynn_cuda.h), plus the BF16 cuBLASLt GEMM for large M.
  *
- * Both NVFP4 kernels read the checkpoint layout as it is (no repacking) and
+ * The NVFP4 kernels read the checkpoint layout as it is (no repacking) and
  * dequantize in registers: q*s is exact in f32 and in bf16 (E2M1 has 2
  * significant bits, E4M3 4), so the only rounding is the f32 accumulation;
  * the tensor multiplier alpha is applied once at the end.
@@ -13,8 +13,13 @@
  *    rows; each K step of 64 dequantizes a 64x64 tile into shared memory
  *    (one 16-byte load per thread) and multiplies it with the M x 64
  *    activation tile (M padded to 16).
- * Both take an optional expert-id list (grid.y = selected experts) so the
- * grouped MoE call is the same kernels.
+ *  - tc / tc2: BF16 mma.sync m16n8k16 with the weights as the 16-row operand
+ *    and the tokens as the 8-column one (see the comment at nvfp4_tc_kernel);
+ *    tc2 streams the weights through a per-warp cp.async ring. AUTO uses tc2
+ *    for M <= 16 and the wmma path above.
+ * All take an optional expert-id list (grid.y = selected experts) so the
+ * grouped MoE call is the same kernels: one launch for every selected
+ * expert's gate/up (the fused [2I, H] weight), one for down.
  * CPU twin: src/cpu/nvfp4_matmul.c.
  */
 #include <cublasLt.h>
@@ -984,8 +989,11 @@ static void launch_tc2(const struct lynn_cuda_nvfp4_weight *w, const int32_t *id
 /* M below which the CUDA-core kernel wins (measured on the H200, see
  * docs/benchmarks.md). */
 #define GEMV_MAX_M 2
-/* M up to which the tc kernel is chosen (measured, docs/benchmarks.md) */
-#define TC_AUTO_MAX_M 8
+/* M up to which tc2 is chosen: on the H200 (tests/bench/results/h200_run5.txt)
+ * it is the fastest path at M = 1, 4, 16 on lm_head and the MoE layer and at
+ * M = 16 on in_proj_qkv (within 3% of tc / gemv at M = 1); at M = 64 the wmma
+ * path is 2x faster because tc2 re-reads the weights per 16 tokens. */
+#define TC_AUTO_MAX_M 16
 
 template <typename TY>
 static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
@@ -1100,7 +1108,9 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc2 path needs K <= %d",
 				 (TC2_MAX_SHM - 8 * TC2_NST * 64 * 16) / 16 - 8);
 	if (path == LYNN_CUDA_PATH_AUTO) {
-		if (m <= TC_AUTO_MAX_M && tc_smem(1, w->k) <= TC_MAX_SHM)
+		if (m <= TC_AUTO_MAX_M && tc2_smem(1, w->k) <= TC2_MAX_SHM)
+			path = LYNN_CUDA_PATH_TC2;
+		else if (m <= 8 && tc_smem(1, w->k) <= TC_MAX_SHM)
 			path = LYNN_CUDA_PATH_TC;
 		else
 			path = (m <= GEMV_MAX_M || !mma_ok) ? LYNN_CUDA_PATH_GEMV : LYNN_CUDA_PATH_MMA;
