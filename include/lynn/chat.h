@@ -113,6 +113,7 @@ struct lynn_chat_parse_opts {
  *   in the XML form <function=NAME><parameter=K>\nV\n</parameter></function>
  *   or the JSON form {"name": …, "arguments": {…}}; text around them is
  *   content. A tool call that cannot be parsed stays in content.
+ * NUL bytes in the text are dropped (the results are C strings).
  * Returns 0 or -LYNN_ENOMEM; `opts` may be NULL. */
 int lynn_chat_parse(const char *text, size_t len, const struct lynn_chat_parse_opts *opts,
 		    struct lynn_chat_msg *out, struct lynn_err *err);

@@ -825,8 +825,13 @@ int lynn_chat_stream_feed(struct lynn_chat_stream *s, const char *text, size_t l
 			  struct lynn_chat_msg *delta, struct lynn_err *err)
 {
 	int rc = ensure_strings(delta);
-	if (!rc && len)
-		rc = lynn_buf_append(&s->pending, text, len);
+	/* NUL bytes cannot be part of the C strings handed out: they are dropped */
+	for (size_t i = 0; !rc && i < len;) {
+		const char *z = memchr(text + i, 0, len - i);
+		size_t k = z ? (size_t)(z - text) - i : len - i;
+		rc = lynn_buf_append(&s->pending, text + i, k);
+		i += k + (z ? 1 : 0);
+	}
 	if (!rc)
 		rc = step(s, delta, false);
 	if (rc)
