@@ -182,6 +182,9 @@ def main():
     names = sorted(f for f in os.listdir(src) if f.endswith(".jinja"))
     for f in names:
         shutil.copyfile(os.path.join(src, f), os.path.join(FIX, f))
+    lic = os.path.join(src, "..", "..", "LICENSE")
+    if os.path.exists(lic):
+        shutil.copyfile(lic, os.path.join(FIX, "LICENSE.llama.cpp"))
     own = os.path.join(ROOT, "tests", "fixtures", "chat_template_qwen35.jinja")
     jobs = [(f[:-len(".jinja")], os.path.join(FIX, f)) for f in names] + [("lynn-qwen35", own)]
     conv_dir = os.path.join(FIX, "conversations")
