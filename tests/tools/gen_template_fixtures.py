@@ -143,6 +143,13 @@ CONVERSATIONS = [
     {"name": "16-no-generation-prompt", "messages": [
         {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "Hello"}], "kwargs": {"add_generation_prompt": False}},
+    {"name": "17-simple-tool", "messages": [
+        {"role": "system", "content": "Be helpful."},
+        {"role": "user", "content": "Weather in Lisbon, 2 days, metric?"},
+        {"role": "assistant", "content": "", "tool_calls": [call("s1", "get_weather", {"city": "Lisbon", "days": 2, "metric": True})]},
+        {"role": "tool", "tool_call_id": "s1", "name": "get_weather", "content": "mild"},
+        {"role": "assistant", "content": "Mild in Lisbon."},
+        {"role": "user", "content": "Thanks!"}], "tools": [WEATHER], "kwargs": {"enable_thinking": False}},
 ]
 
 BOS = "<s>"
