@@ -4848,39 +4848,57 @@ static unsigned jp_hex4(struct jp *p)
 	return v;
 }
 
+/* Arena-backed byte buffer for the JSON reader (a longjmp may leave it at any time). */
+struct abuf {
+	char *d;
+	size_t n, cap;
+};
+
+static void ab_put(struct jx *x, struct abuf *b, const char *s, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 64;
+		char *nd;
+		while (cap < b->n + n + 1)
+			cap *= 2;
+		nd = jalloc(x, cap);
+		if (b->n)
+			memcpy(nd, b->d, b->n);
+		b->d = nd;
+		b->cap = cap;
+	}
+	memcpy(b->d + b->n, s, n);
+	b->n += n;
+}
+
 static struct val jp_string(struct jp *p)
 {
-	struct lynn_buf b = LYNN_BUF_INIT;
-	struct val v;
-	int rc = 0;
+	struct abuf b = { 0 };
+	struct val v = { .t = VT_STR };
 	size_t start;
 	p->i++;
 	for (;;) {
 		start = p->i;
 		while (p->i < p->n && p->s[p->i] != '"' && p->s[p->i] != '\\' && (unsigned char)p->s[p->i] >= 0x20)
 			p->i++;
-		rc |= lynn_buf_append(&b, p->s + start, p->i - start);
-		if (p->i >= p->n || (unsigned char)p->s[p->i] < 0x20) {
-			lynn_buf_release(&b);
+		ab_put(p->x, &b, p->s + start, p->i - start);
+		if (p->i >= p->n || (unsigned char)p->s[p->i] < 0x20)
 			jp_fail(p, p->i >= p->n ? "unterminated string" : "control character in string");
-		}
 		if (p->s[p->i] == '"') {
 			p->i++;
 			break;
 		}
 		p->i++;
-		if (p->i >= p->n) {
-			lynn_buf_release(&b);
+		if (p->i >= p->n)
 			jp_fail(p, "unterminated string");
-		}
 		char c = p->s[p->i++], enc[4];
 		switch (c) {
-		case '"': case '\\': case '/': rc |= lynn_buf_putc(&b, c); break;
-		case 'b': rc |= lynn_buf_putc(&b, '\b'); break;
-		case 'f': rc |= lynn_buf_putc(&b, '\f'); break;
-		case 'n': rc |= lynn_buf_putc(&b, '\n'); break;
-		case 'r': rc |= lynn_buf_putc(&b, '\r'); break;
-		case 't': rc |= lynn_buf_putc(&b, '\t'); break;
+		case '"': case '\\': case '/': ab_put(p->x, &b, &c, 1); break;
+		case 'b': ab_put(p->x, &b, "\b", 1); break;
+		case 'f': ab_put(p->x, &b, "\f", 1); break;
+		case 'n': ab_put(p->x, &b, "\n", 1); break;
+		case 'r': ab_put(p->x, &b, "\r", 1); break;
+		case 't': ab_put(p->x, &b, "\t", 1); break;
 		case 'u': {
 			unsigned cp = jp_hex4(p);
 			if (cp >= 0xd800 && cp < 0xdc00 && p->i + 6 <= p->n && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u') {
@@ -4893,20 +4911,14 @@ static struct val jp_string(struct jp *p)
 				else
 					p->i = save;
 			}
-			rc |= lynn_buf_append(&b, enc, u8_encode(cp, enc));
+			ab_put(p->x, &b, enc, u8_encode(cp, enc));
 			break;
 		}
 		default:
-			lynn_buf_release(&b);
 			jp_fail(p, "bad escape in string");
 		}
 	}
-	if (rc) {
-		lynn_buf_release(&b);
-		jfail(p->x, -LYNN_ENOMEM, 0, 0, "out of memory");
-	}
-	v = vstr(p->x, b.data ? b.data : "", b.len);
-	lynn_buf_release(&b);
+	v.u.s = mkstr(p->x, b.d ? b.d : "", b.n);
 	return v;
 }
 
