@@ -108,5 +108,9 @@ CASES = [
     ("err-list-append", "{% set l = [1] %}{{ l.append(2) }}", {}),
     ("err-div-zero", "{{ 1 / 0 }}", {}),
     ("err-tojson-undefined", "{{ nope|tojson }}", {}),
+    ("num-tests-floats", "{{ 1.5 is odd }}{{ 2.0 is even }}{{ 3.0 is odd }}{{ 7.5 is divisibleby 2.5 }}{{ 'ab' * true }}{{ [1] * false }}", {}),
+    ("err-zero-neg-power", "{{ 0 ** -1 }}", {}),
+    ("err-int-undefined", "{{ nope|int }}", {}),
+    ("f-batch", "{{ range(7)|batch(3)|list }}|{{ range(5)|batch(2, 'x')|list }}", {}),
     ("err-range-too-big", "{{ range(1000000)|length }}", {}),
 ]
