@@ -4814,7 +4814,7 @@ static void exec_body(struct rs *R, struct frame *F, const struct nlist *body, s
 		case N_SETBLOCK: {
 			struct obuf b = { 0 };
 			struct val v;
-			exec_body(R, F, &s->kids, &b);
+			exec_body(R, frame_new(R, F), &s->kids, &b); /* the block is its own scope */
 			v = ob_val(R, &b);
 			if (s->c)
 				v = eval_filter_on(R, F, s->c, v);
@@ -4824,7 +4824,7 @@ static void exec_body(struct rs *R, struct frame *F, const struct nlist *body, s
 		case N_FILTERBLOCK: {
 			struct obuf b = { 0 };
 			struct val v;
-			exec_body(R, F, &s->kids, &b);
+			exec_body(R, frame_new(R, F), &s->kids, &b);
 			v = eval_filter_on(R, F, s->c, ob_val(R, &b));
 			put_str(R, o, &v, 0);
 			break;

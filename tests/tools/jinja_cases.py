@@ -55,6 +55,7 @@ CASES = [
     ("macro-recursion", "{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n * fact(n - 1)|int }}{% endif %}{% endmacro %}{{ fact(6) }}", {}),
     ("namespace", "{% set ns = namespace(n=0, items=[]) %}{% for x in lst %}{% set ns.n = ns.n + x %}{% set ns.items = ns.items + [x] %}{% endfor %}{{ ns.n }}{{ ns.items }}", CTX),
     ("set-block", "{% set x %}\n  inner {{ 1 }}\n{% endset %}[{{ x }}]{% set y | upper %}abc{% endset %}{{ y }}", {}),
+    ("set-block-scope", "{% set x = 1 %}{% set z %}{% set x = 2 %}{{ x }}{% endset %}{{ x }}{{ z }}{% filter upper %}{% set x = 3 %}a{{ x }}{% endfilter %}{{ x }}", {}),
     ("set-tuple", "{% set a, b = 1, 2 %}{{ a }}{{ b }}{% set c = 1, %}{{ c }}", {}),
     ("filter-block", "{% filter upper %}hello {{ 'x' }}{% endfilter %}", {}),
     # filters
