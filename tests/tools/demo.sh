@@ -7,5 +7,6 @@ echo "== lynn --version"
 echo "== lynn help"
 ./lynn help
 [ -d tests/fixtures/qwen35moe-tiny ] && { echo "== lynn generate (tiny model, greedy)"; ./lynn generate --model tests/fixtures/qwen35moe-tiny --ids "481 385 261" --print-ids --max-tokens 16; }
+[ -d tests/fixtures/qwen35moe-tiny ] && { echo "== lynn template (chat template, tools, thinking on)"; ./lynn template --model tests/fixtures/qwen35moe-tiny --messages tests/fixtures/templates/conversations/07-tool-call-string-number.messages.json --tools tests/fixtures/templates/conversations/07-tool-call-string-number.tools.json --think | tail -12; echo; }
 echo "== lynn eval (four gates; scripted endpoint)"
 sh tests/tools/demo_eval.sh
