@@ -70,7 +70,8 @@ struct lynn_gen_opts {
 
 struct lynn_gen_result {
 	struct lynn_tok_ids ids;   /* generated ids (the eos id included if hit) */
-	struct lynn_buf text;      /* decoded text (special tokens kept), empty without a tokenizer */
+	struct lynn_buf text;      /* decoded text (special tokens kept, the final end-of-generation
+				    * token left out), empty without a tokenizer */
 	size_t n_prompt;
 	bool stopped_eos;          /* ended on an end-of-generation id */
 	bool nonfinite;            /* some logits were NaN or Inf */

@@ -40,10 +40,11 @@ int cmd_merge(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
 int cmd_push(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_score(int argc, char **argv);
-int cmd_inspect(int argc, char **argv);
+int cmd_quant_verify(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 

@@ -28,7 +28,9 @@ static const struct lynn_cmd cmds[] = {
 	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
 	{ "sanity", cmd_sanity, "check a LoRA adapter really changes the model" },
 	{ "merge", cmd_merge, "merge a LoRA adapter into its base, streamed" },
+	{ "pack", cmd_pack, "ship gate: complete a quantized folder and check files, tokenizer, weights" },
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
+	{ "quant-verify", cmd_quant_verify, "is each quantized variant still the reference model? (PASS/FAIL)" },
 	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
 };
 

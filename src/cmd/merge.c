@@ -234,6 +234,7 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		}
 	}
+	opts.n_threads = threads;
 	if (lynn_tmpdir_create(&td, output, force, &err))
 		goto fail;
 	lynn_progress_bar_init(&bar, "merge", true, stderr, cmd_progress_enabled());

@@ -118,6 +118,7 @@ static void block_portable(const struct lynn_mm *m, int64_t r0, int64_t r1)
 
 /* ===== AVX2 / FMA / F16C ===== */
 #if HAVE_X86
+#include <cpuid.h>
 #define AVX2_FN __attribute__((target("avx2,fma,f16c")))
 
 AVX2_FN static inline __m256 ld_bf16(const uint16_t *p)
@@ -467,9 +468,12 @@ bool lynn_cpu_has(enum lynn_cpu_isa isa)
 	if (isa != LYNN_CPU_AVX2)
 		return true;
 #if HAVE_X86
+	unsigned a, b, c, d;
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	       __builtin_cpu_supports("f16c");
+	/* F16C is CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports lacks "f16c") */
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29)))
+		return false;
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
 	return false;
 #endif

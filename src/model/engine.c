@@ -233,16 +233,16 @@ int lynn_engine_generate(struct lynn_engine *e, const int32_t *prompt, size_t n,
 		}
 		if (opts->on_token)
 			opts->on_token(opts->ud, id);
+		if (is_eog(e, id)) {
+			r->stopped_eos = true; /* its text is not part of the answer */
+			break;
+		}
 		if (e->tok) {
 			size_t before = r->text.len;
 			if ((rc = lynn_tok_stream_push(&ts, id, &r->text, err)))
 				goto out;
 			if (opts->on_text && r->text.len > before)
 				opts->on_text(opts->ud, r->text.data + before, r->text.len - before);
-		}
-		if (is_eog(e, id)) {
-			r->stopped_eos = true;
-			break;
 		}
 		if (k + 1 == opts->max_tokens)
 			break;
