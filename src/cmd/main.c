@@ -113,7 +113,7 @@ int cmd_help(int argc, char **argv)
 	const struct lynn_cmd *c;
 	char *sub[3];
 
-	if (argc < 2) {
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		print_overview(stdout);
 		return 0;
 	}
@@ -135,8 +135,8 @@ int cmd_help(int argc, char **argv)
 
 int cmd_version(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
+	if (argc > 1 && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))
+		return cmd_usage_error("version", "unexpected argument '%s'", argv[1]);
 	printf("lynn %s (git %s)\n", LYNN_VERSION, lynn_git_hash());
 	printf("build: cuda=%s simd=%s compiler=%s\n", lynn_build_cuda(), lynn_build_simd(),
 	       __VERSION__);
