@@ -19,6 +19,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define HAVE_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define HAVE_X86 0
@@ -467,9 +468,11 @@ bool lynn_cpu_has(enum lynn_cpu_isa isa)
 	if (isa != LYNN_CPU_AVX2)
 		return true;
 #if HAVE_X86
+	unsigned a, b, c, d;
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	       __builtin_cpu_supports("f16c");
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29))) /* F16C: CPUID.1:ECX[29] */
+		return false;
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
 	return false;
 #endif
