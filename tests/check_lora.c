@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "lynn/fs.h"
 #include "lynn/lora.h"
 #include "lynn/st.h"
@@ -22,8 +24,8 @@
 
 #define ADAPTER FIXTURES "/lora-tiny"
 
-static void write_adapter(const char *dir, const char *config_json, const char *rename_from,
-			  const char *rename_to)
+static void write_adapter_ex(const char *dir, const char *config_json, const char *rename_from,
+			     const char *rename_to, bool zero_b)
 {
 	struct lynn_st_file *src = lynn_st_open(ADAPTER "/adapter_model.safetensors", NULL);
 	struct lynn_st_writer *w;
@@ -47,6 +49,12 @@ static void write_adapter(const char *dir, const char *config_json, const char *
 	}
 	for (int64_t i = 0; i < lynn_st_n_tensors(src); i++) {
 		const struct lynn_tensor *t = lynn_st_tensor(src, i);
+		if (zero_b && strstr(t->name, "lora_B")) {
+			void *z = calloc(1, t->nbytes);
+			ck_assert_int_eq(lynn_st_writer_write(w, z, t->nbytes, NULL), 0);
+			free(z);
+			continue;
+		}
 		ck_assert_int_eq(lynn_st_writer_write(w, t->data, t->nbytes, NULL), 0);
 	}
 	ck_assert_int_eq(lynn_st_writer_finish(w, NULL), 0);
@@ -59,6 +67,12 @@ static void write_adapter(const char *dir, const char *config_json, const char *
 		free(from);
 		free(to);
 	}
+}
+
+static void write_adapter(const char *dir, const char *config_json, const char *rename_from,
+			  const char *rename_to)
+{
+	write_adapter_ex(dir, config_json, rename_from, rename_to, false);
 }
 
 START_TEST(test_open_and_bind)
@@ -216,6 +230,181 @@ START_TEST(test_refused_configs)
 }
 END_TEST
 
+/* ---- lynn sanity / lynn merge ---- */
+
+/* Mean |logits_on - logits_off| of our f32 runner vs peft's: the logits agree
+ * to 1e-3 max (runner tolerance), their mean differences far closer. */
+#define LYNN_TOL_SANITY_DIFF 1e-4
+
+START_TEST(test_sanity_matches_peft)
+{
+	char *dir = tu_mkdtemp(), cmd[1024], *rep, *ref;
+	struct tu_run r;
+	cJSON *a, *b;
+	snprintf(cmd, sizeof cmd, "sanity --base %s/qwen35moe-tiny-text-f32 --adapter %s --out-json %s/s.json",
+		 FIXTURES, ADAPTER, dir);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "__DIFF_SANITY_PASS__\n"));
+	snprintf(cmd, sizeof cmd, "%s/s.json", dir);
+	rep = tu_read(cmd, NULL);
+	ref = tu_read(FIXTURES "/lora_sanity.json", NULL);
+	a = cJSON_Parse(rep);
+	b = cJSON_Parse(ref);
+	ck_assert_str_eq(cJSON_GetObjectItem(a, "schema_version")->valuestring, "lynn-diff-sanity-v1");
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(a, "pass")));
+	ck_assert_int_eq(cJSON_GetObjectItem(a, "n_total")->valueint, 5);
+	for (int i = 0; i < 5; i++) {
+		cJSON *x = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "items"), i);
+		cJSON *y = cJSON_GetArrayItem(cJSON_GetObjectItem(b, "items"), i);
+		ck_assert_str_eq(cJSON_GetObjectItem(x, "prompt")->valuestring,
+				 cJSON_GetObjectItem(y, "prompt")->valuestring);
+		ck_assert_double_eq_tol(cJSON_GetObjectItem(x, "diff")->valuedouble,
+					cJSON_GetObjectItem(y, "diff")->valuedouble, LYNN_TOL_SANITY_DIFF);
+	}
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+	free(rep);
+	free(ref);
+	tu_run_free(&r);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
+START_TEST(test_sanity_failures)
+{
+	char *dir = tu_mkdtemp(), *ad, cmd[1024];
+	struct tu_run r;
+	/* keys that match nothing: FAIL with the list */
+	ck_assert(asprintf(&ad, "%s/nomatch", dir) > 0);
+	mkdir(ad, 0755);
+	write_adapter(ad, base_config, "model.layers", "model.blocks");
+	snprintf(cmd, sizeof cmd, "sanity --base %s/qwen35moe-tiny --adapter %s --out-json %s/r.json",
+		 FIXTURES, ad, dir);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_ptr_nonnull(strstr(r.out, "__DIFF_SANITY_FAIL__"));
+	ck_assert_ptr_nonnull(strstr(r.err, "blocks.0"));
+	tu_run_free(&r);
+	free(ad);
+	/* a zero adapter changes nothing: FAIL */
+	ck_assert(asprintf(&ad, "%s/zero", dir) > 0);
+	mkdir(ad, 0755);
+	write_adapter_ex(ad, base_config, NULL, NULL, true);
+	snprintf(cmd, sizeof cmd, "sanity --base %s/qwen35moe-tiny --adapter %s", FIXTURES, ad);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_ptr_nonnull(strstr(r.out, "0/5 prompts"));
+	tu_run_free(&r);
+	free(ad);
+	/* DoRA: unsupported, exit 2 */
+	ck_assert(asprintf(&ad, "%s/dora", dir) > 0);
+	mkdir(ad, 0755);
+	write_adapter(ad, "{\"r\": 4, \"lora_alpha\": 8, \"use_dora\": true}", NULL, NULL);
+	snprintf(cmd, sizeof cmd, "sanity --base %s/qwen35moe-tiny --adapter %s", FIXTURES, ad);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "DoRA"));
+	tu_run_free(&r);
+	free(ad);
+	r = tu_lynn("sanity --base x", NULL, NULL);
+	ck_assert_int_eq(r.status, 2);
+	tu_run_free(&r);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
+/* Copy a checkpoint folder leaving out one tensor. */
+static void copy_without(const char *src, const char *dst, const char *drop)
+{
+	struct lynn_ckpt *ck = lynn_ckpt_open(src, NULL);
+	struct lynn_st_writer *w;
+	const char *files[] = { "config.json", "generation_config.json", "tokenizer.json",
+				"tokenizer_config.json", "chat_template.jinja" };
+	ck_assert_ptr_nonnull(ck);
+	w = lynn_st_writer_create(dst, 0, NULL);
+	for (int64_t i = 0; i < lynn_ckpt_n_tensors(ck); i++) {
+		const struct lynn_tensor *t = lynn_ckpt_tensor(ck, i);
+		if (strcmp(t->name, drop))
+			ck_assert_int_eq(lynn_st_writer_declare(w, t->name, t->dtype, t->n_dims, t->shape, NULL), 0);
+	}
+	for (int64_t i = 0; i < lynn_ckpt_n_tensors(ck); i++) {
+		const struct lynn_tensor *t = lynn_ckpt_tensor(ck, i);
+		if (strcmp(t->name, drop))
+			ck_assert_int_eq(lynn_st_writer_write(w, t->data, t->nbytes, NULL), 0);
+	}
+	ck_assert_int_eq(lynn_st_writer_finish(w, NULL), 0);
+	lynn_st_writer_free(w);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		char *a = lynn_path_join(src, files[i]), *b = lynn_path_join(dst, files[i]);
+		ck_assert_int_eq(lynn_file_copy(a, b, NULL), 0);
+		free(a);
+		free(b);
+	}
+	lynn_ckpt_close(ck);
+}
+
+START_TEST(test_merge_cli)
+{
+	char *dir = tu_mkdtemp(), cmd[1024], path[512];
+	struct tu_run r;
+	struct lynn_ckpt *ck;
+	/* sharded output with index and the ship files */
+	/* the tiny model's weights are random: its greedy text is not readable,
+	 * which is what the coherence check exists to catch */
+	snprintf(cmd, sizeof cmd, "merge --base %s/qwen35moe-tiny-text-f32 --adapter %s --output %s/out",
+		 FIXTURES, ADAPTER, dir);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_ptr_nonnull(strstr(r.out, "FAIL_COHERENCE"));
+	tu_run_free(&r);
+	snprintf(path, sizeof path, "%s/out", dir);
+	ck_assert(!lynn_dir_exists(path));
+	snprintf(cmd, sizeof cmd, "merge --base %s/qwen35moe-tiny-text-f32 --adapter %s --output %s/out "
+		 "--shard-size 300KB --skip-coherence", FIXTURES, ADAPTER, dir);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	tu_run_free(&r);
+	for (const char *const *f = (const char *const[]){ "model.safetensors.index.json", "config.json",
+			"generation_config.json", "tokenizer.json", "tokenizer_config.json",
+			"chat_template.jinja", NULL }; *f; f++) {
+		snprintf(path, sizeof path, "%s/out/%s", dir, *f);
+		ck_assert_msg(lynn_file_exists(path), "missing %s", *f);
+	}
+	snprintf(path, sizeof path, "%s/out", dir);
+	ck = lynn_ckpt_open(path, NULL);
+	ck_assert_ptr_nonnull(ck);
+	ck_assert_int_gt(lynn_ckpt_n_files(ck), 1);
+	lynn_ckpt_close(ck);
+	/* a non-empty output folder needs --force */
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "--force"));
+	tu_run_free(&r);
+	/* a base with a missing expert is refused (coherence check, then the weight check) */
+	snprintf(path, sizeof path, "%s/broken", dir);
+	mkdir(path, 0755);
+	copy_without(FIXTURES "/qwen35moe-tiny-text-f32", path,
+		     "model.layers.2.mlp.experts.5.up_proj.weight");
+	snprintf(cmd, sizeof cmd, "merge --base %s --adapter %s --output %s/out2", path, ADAPTER, dir);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "experts"));
+	tu_run_free(&r);
+	snprintf(path, sizeof path, "%s/out2", dir);
+	ck_assert(!lynn_dir_exists(path));
+	snprintf(cmd, sizeof cmd, "merge --base %s/broken --adapter %s --output %s/out2 --skip-coherence",
+		 dir, ADAPTER, dir);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_int_eq(r.status, 0); /* without the check the merge itself only copies bytes */
+	tu_run_free(&r);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 Suite *lora_suite(void)
 {
 	Suite *s = suite_create("lora");
@@ -226,6 +415,12 @@ Suite *lora_suite(void)
 	tcase_add_test(tc, test_merge_bf16_matches_peft);
 	tcase_add_test(tc, test_unmatched_keys_listed);
 	tcase_add_test(tc, test_refused_configs);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("cli");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_sanity_matches_peft);
+	tcase_add_test(tc, test_sanity_failures);
+	tcase_add_test(tc, test_merge_cli);
 	suite_add_tcase(s, tc);
 	return s;
 }

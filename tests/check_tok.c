@@ -263,6 +263,125 @@ START_TEST(test_generation_config)
 }
 END_TEST
 
+/* ===== llama.cpp: its qwen2 / qwen35 vocab test vectors ===== */
+
+#define LLAMA_MODELS "/work/oracles/llama.cpp/models"
+
+/* Qwen3's tokenizer.json turned into what a llama.cpp GGUF of it holds:
+ * no NFC normalizer, the qwen2 or qwen35 pre-tokenizer regex, and only the
+ * three control tokens (llama.cpp's vocab tests tokenize with
+ * parse_special = false, i.e. LYNN_TOK_F_NO_SPECIAL). The GGUF vocab's
+ * tokens and merges are those of the tokenizer.json (checked once with
+ * gguf-py: ids 0..151642 and all 151,387 merges equal). */
+static const char RE_QWEN35[] =
+	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"
+	"| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+static struct lynn_tok *llama_equivalent(bool qwen35)
+{
+	size_t n;
+	char *txt = tu_read(QWEN3_DIR "/tokenizer.json", &n);
+	if (!txt)
+		return NULL;
+	struct lynn_err err = { 0 };
+	cJSON *j = lynn_json_parse("tokenizer.json", txt, n, &err);
+	ck_assert(j);
+	free(txt);
+	cJSON_ReplaceItemInObject(j, "normalizer", cJSON_CreateNull());
+	if (qwen35) {
+		cJSON *pre = cJSON_GetArrayItem(
+			cJSON_GetObjectItem(cJSON_GetObjectItem(j, "pre_tokenizer"), "pretokenizers"), 0);
+		cJSON_ReplaceItemInObject(cJSON_GetObjectItem(pre, "pattern"), "Regex",
+					  cJSON_CreateString(RE_QWEN35));
+	}
+	cJSON *added = cJSON_GetObjectItem(j, "added_tokens");
+	while (cJSON_GetArraySize(added) > 3)
+		cJSON_DeleteItemFromArray(added, 3);
+	char *out = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	struct lynn_tok *t = lynn_tok_load_json("llama-equivalent", out, strlen(out), NULL, NULL, &err);
+	ck_assert_msg(t, "%s", err.msg);
+	free(out);
+	return t;
+}
+
+/* Compare with a .inp / .out pair (cases split by __ggml_vocab_test__). */
+static int run_llama_vectors(struct lynn_tok *t, const char *inp, const char *outp,
+			     const char *label)
+{
+	size_t ni, no;
+	char *in = tu_read(inp, &ni), *out = tu_read(outp, &no);
+	ck_assert(in && out);
+	const char *sep = "\n__ggml_vocab_test__\n";
+	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+	struct lynn_err err = { 0 };
+	int n = 0, bad = 0;
+	char *p = in, *o = out;
+	while (p < in + ni) {
+		char *next = strstr(p, sep);
+		size_t len = next ? (size_t)(next - p) : (size_t)(in + ni - p);
+		char *onl = strchr(o, '\n');
+		ck_assert(onl);
+		*onl = 0;
+		ids.n = 0;
+		ck_assert_int_eq(lynn_tok_encode(t, p, len, LYNN_TOK_F_NO_SPECIAL, &ids, &err), 0);
+		struct lynn_buf got = LYNN_BUF_INIT;
+		for (size_t i = 0; i < ids.n; i++)
+			lynn_buf_printf(&got, i ? " %d" : "%d", ids.ids[i]);
+		char *want = o;
+		while (*want == ' ')
+			want++;
+		size_t wl = strlen(want);
+		while (wl && want[wl - 1] == ' ')
+			want[--wl] = 0;
+		if (strcmp(got.data ? got.data : "", want)) {
+			if (bad++ < 5)
+				fprintf(stderr, "tok: %s case %d '%.*s'\n  want: %.200s\n  got:  %.200s\n",
+					label, n, (int)(len > 60 ? 60 : len), p, want, got.data);
+		}
+		lynn_buf_release(&got);
+		n++;
+		o = onl + 1;
+		if (!next)
+			break;
+		p = next + strlen(sep);
+	}
+	fprintf(stderr, "tok: %s: %d llama.cpp vectors, %d mismatches\n", label, n, bad);
+	lynn_tok_ids_release(&ids);
+	free(in);
+	free(out);
+	return bad;
+}
+
+START_TEST(test_llama_vectors)
+{
+	static const char *const names[] = { "qwen2", "qwen35" };
+	const char *name = names[_i];
+	char inp[300], outp[300], gguf[256], label[64];
+	snprintf(gguf, sizeof gguf, LLAMA_MODELS "/ggml-vocab-%s.gguf", name);
+	snprintf(inp, sizeof inp, "%s.inp", gguf);
+	snprintf(outp, sizeof outp, "%s.out", gguf);
+	if (!lynn_file_exists(inp)) {
+		fprintf(stderr, "tok: SKIP: %s is absent (llama.cpp source in /work/oracles); "
+				"its vocab vectors did not run\n", inp);
+		return;
+	}
+	struct lynn_err err = { 0 };
+	struct lynn_tok *t = lynn_tok_load(gguf, &err);
+	ck_assert_msg(t, "%s", err.msg);
+	snprintf(label, sizeof label, "%s gguf", name);
+	int bad = run_llama_vectors(t, inp, outp, label);
+	lynn_tok_free(t);
+	ck_assert_int_eq(bad, 0);
+	if ((t = llama_equivalent(_i == 1))) {
+		snprintf(label, sizeof label, "%s via tokenizer.json", name);
+		bad = run_llama_vectors(t, inp, outp, label);
+		lynn_tok_free(t);
+		ck_assert_int_eq(bad, 0);
+	}
+}
+END_TEST
+
 /* ===== tiny tokenizers: both merge forms, added-token options ===== */
 
 START_TEST(test_tiny_forms)
@@ -502,6 +621,18 @@ START_TEST(test_cli)
 	ck_assert_int_eq(r.status, 2);
 	ck_assert(strstr(r.err, "99999"));
 	tu_run_free(&r);
+	/* a broken .gguf */
+	char *dir = tu_mkdtemp(), args[512];
+	char *gp = lynn_path_join(dir, "x.gguf");
+	tu_write(gp, "GGUF\x03\0\0\0\x01", 9);
+	snprintf(args, sizeof args, "tokenize --model %s --text hi", gp);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert(strstr(r.err, "x.gguf"));
+	tu_run_free(&r);
+	lynn_rm_rf(dir);
+	free(gp);
+	free(dir);
 	r = tu_lynn("tokenize --bogus", NULL, NULL);
 	ck_assert_int_eq(r.status, 2);
 	tu_run_free(&r);
@@ -544,6 +675,7 @@ Suite *tok_suite(void)
 	tcase_add_test(tc, test_qwen3_corpus);
 	tcase_add_test(tc, test_qwen3_vocab);
 	tcase_add_test(tc, test_generation_config);
+	tcase_add_loop_test(tc, test_llama_vectors, 0, 2);
 	tcase_add_test(tc, test_tiny_forms);
 	tcase_add_test(tc, test_single_word);
 	tcase_add_test(tc, test_stream_partial);

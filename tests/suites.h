@@ -1,5 +1,6 @@
 /* One line per module suite; check_<module>.c defines <module>_suite(). */
 LYNN_SUITE(core)
+LYNN_SUITE(st)
 LYNN_SUITE(eval)
 LYNN_SUITE(lora)
 LYNN_SUITE(hub)
@@ -8,3 +9,5 @@ LYNN_SUITE(model)
 LYNN_SUITE(score)
 LYNN_SUITE(jinja)
 LYNN_SUITE(tok)
+LYNN_SUITE(pack)
+LYNN_SUITE(gguf)

@@ -54,15 +54,11 @@ const struct lynn_lora_module *lynn_lora_module(const struct lynn_lora *l, int i
 const struct lynn_lora_module *lynn_lora_find(const struct lynn_lora *l, const char *decoder_name);
 const char *lynn_lora_dir(const struct lynn_lora *l);
 
-/* delta[out][in] = scale · B · A (f32, or transposed when fan_in_fan_out).
- * `delta` holds out·in floats, caller-owned. */
-int lynn_lora_delta(const struct lynn_lora *l, const struct lynn_lora_module *m, float *delta,
-		    struct lynn_err *err);
-
 /* ===== merge ===== */
 struct lynn_merge_opts {
 	uint64_t shard_size;        /* bytes per shard; 0 = one file */
 	int dtype;                  /* -1 keep the stored dtype, else LYNN_DTYPE_{BF16,F16,F32} */
+	int n_threads;              /* <= 0: all cores */
 	lynn_progress_fn progress;  /* bytes written so far / total, may be NULL */
 	void *progress_ud;
 };
@@ -71,8 +67,9 @@ struct lynn_merge_opts {
  * caller makes it atomic with lynn_tmpdir_*): targeted weights get
  * W + s·B·A computed in f32 and rounded to nearest-even into the stored (or
  * requested) dtype; every other tensor is copied byte for byte (or converted
- * when a dtype is requested, floating tensors only). Peak memory is about one
- * tensor plus its delta. The lora must be bound to `base`. */
+ * when a dtype is requested, floating tensors only). Targeted rows are merged
+ * in parallel; peak memory is about one output tensor (the input's pages are
+ * dropped as they are consumed). The lora must be bound to `base`. */
 int lynn_lora_merge(const struct lynn_lora *l, const struct lynn_ckpt *base, const char *out_dir,
 		    const struct lynn_merge_opts *opts, struct lynn_err *err);
 

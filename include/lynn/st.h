@@ -140,6 +140,10 @@ unsigned lynn_ckpt_quant_formats(const struct lynn_ckpt *c, int64_t counts[3]);
  * (metadata.total_size = sum of tensor bytes). Tensors are declared first
  * (so shards and headers can be planned), then their bytes are written in
  * declaration order, tensor by tensor, in as many pieces as the caller likes.
+ * Shards are cut in declaration order (a new shard when the next tensor would
+ * pass max_shard_bytes of tensor data); inside a file tensors are laid out as
+ * the reference writer does (dtype, then name), so a file holding the same
+ * tensors and metadata as one Hugging Face wrote is byte-identical to it.
  * Every file is written atomically (temp + fsync + rename). */
 struct lynn_st_writer;
 

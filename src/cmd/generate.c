@@ -5,18 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cmd.h"
-#include "lynn/buf.h"
-#include "lynn/chat.h"
+#include "lynn/log.h"
+#include "lynn/engine.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
-#include "lynn/log.h"
-#include "lynn/lora.h"
-#include "lynn/model.h"
-#include "lynn/sample.h"
-#include "lynn/tok.h"
+#include "lynn/progress.h"
 #include "lynn/util.h"
 
 static void usage(FILE *f)
@@ -42,13 +37,6 @@ static void usage(FILE *f)
 		"  --threads N        worker threads (default: all cores)\n");
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int parse_float(const char *opt, const char *s, float *out)
 {
 	char *end;
@@ -70,58 +58,18 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
 	return 0;
 }
 
-static bool is_eos(const struct lynn_config *c, const struct lynn_tok *tok, int32_t id)
+static void print_id(void *ud, int32_t id)
 {
-	for (int i = 0; i < c->n_eos; i++)
-		if (c->eos_ids[i] == id)
-			return true;
-	return tok && lynn_tok_is_eog(tok, id);
+	long *n = ud;
+	printf("%s%d", (*n)++ ? " " : "", id);
+	fflush(stdout);
 }
 
-/* The prompt's ids from text: --prompt (a user message, or the raw text
- * with --raw) or --messages (a JSON array), rendered with the model's chat
- * template (enable_thinking from --think, generation prompt added), then
- * encoded (special tokens written in the text are matched whole). */
-static int text_prompt(const char *model, const struct lynn_tok *tok, const char *prompt,
-		       const char *messages, bool raw, bool think, struct lynn_tok_ids *ids,
-		       struct lynn_err *err)
+static void print_text(void *ud, const char *text, size_t len)
 {
-	struct lynn_chat_template *t = NULL;
-	char *msgs = NULL, *text = NULL;
-	size_t len = 0;
-	int rc;
-	if (raw) {
-		rc = lynn_tok_encode(tok, prompt, strlen(prompt), 0, ids, err);
-		goto out;
-	}
-	if (prompt) {
-		cJSON *arr = cJSON_CreateArray(), *msg = cJSON_CreateObject();
-		cJSON_AddItemToArray(arr, msg);
-		cJSON_AddStringToObject(msg, "role", "user");
-		cJSON_AddStringToObject(msg, "content", prompt);
-		msgs = cJSON_PrintUnformatted(arr);
-		cJSON_Delete(arr);
-		if (!msgs) {
-			rc = lynn_errf(err, -LYNN_ENOMEM, "generate: out of memory");
-			goto out;
-		}
-	} else if ((rc = lynn_file_read(messages, 64u << 20, &msgs, &len, err))) {
-		goto out;
-	}
-	if (!(t = lynn_chat_template_load(model, err))) {
-		rc = err->code;
-		goto out;
-	}
-	struct lynn_chat_input in = { .messages_json = msgs, .add_generation_prompt = true,
-				      .enable_thinking = think ? 1 : 0 };
-	if ((rc = lynn_chat_render(t, &in, &text, &len, err)))
-		goto out;
-	rc = lynn_tok_encode(tok, text, len, 0, ids, err);
-out:
-	lynn_chat_template_free(t);
-	free(msgs);
-	free(text);
-	return rc;
+	(void)ud;
+	fwrite(text, 1, len, stdout);
+	fflush(stdout);
 }
 
 int cmd_generate(int argc, char **argv)
@@ -146,20 +94,15 @@ int cmd_generate(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *model = NULL, *adapter = NULL, *prompt = NULL, *messages = NULL, *ids_s = NULL;
-	bool print_ids = false, raw = false, think = false;
-	struct lynn_tok *tok = NULL;
-	struct lynn_tok_ids tids = LYNN_TOK_IDS_INIT;
-	struct lynn_buf text = LYNN_BUF_INIT;
+	bool print_ids = false;
 	long max_tokens = 256, threads = 0, v;
 	struct lynn_sample_params sp;
 	struct lynn_err err = { 0 };
-	struct lynn_model *m = NULL;
-	struct lynn_seq *seq = NULL;
-	struct lynn_lora *lora = NULL;
-	struct lynn_sampler *smp = NULL;
-	int32_t *ids = NULL;
-	size_t n_ids = 0;
-	float *logits = NULL;
+	struct lynn_engine *eng = NULL;
+	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+	struct lynn_gen_result res = { 0 };
+	bool think = false, raw = false;
+	long n_out = 0;
 	int opt, status = 0;
 
 	lynn_sample_params_init(&sp);
@@ -220,109 +163,76 @@ int cmd_generate(int argc, char **argv)
 		return cmd_usage_error("generate", "--model is required");
 	if (!!prompt + !!messages + !!ids_s != 1)
 		return cmd_usage_error("generate", "give exactly one of --prompt, --messages, --ids");
-	if (raw && messages)
-		return cmd_usage_error("generate", "--raw goes with --prompt (messages need the template)");
-	if (!ids_s || !print_ids) { /* text in or out: the tokenizer */
-		tok = lynn_tok_load(model, &err);
-		if (!tok) {
-			status = cmd_fail(&err);
-			fprintf(stderr, "lynn generate: text %s needs the model's tokenizer; use --ids%s\n",
-				ids_s ? "output" : "input", ids_s ? " with --print-ids" : "");
-			goto out;
-		}
-	}
+	if (raw && !prompt)
+		return cmd_usage_error("generate", "--raw applies to --prompt");
+	struct lynn_engine_opts eo = { .n_threads = (int)threads, .adapter = adapter };
+	double t0 = lynn_now();
+	eng = lynn_engine_open(model, &eo, &err);
+	if (!eng)
+		goto fail;
 	if (ids_s) {
-		if (lynn_parse_ids(ids_s, &ids, &n_ids, &err)) {
-			status = cmd_fail(&err);
+		if (lynn_parse_ids(ids_s, &ids.ids, &ids.n, &err))
+			goto fail;
+		ids.cap = ids.n;
+		if (ids.n == 0) {
+			status = cmd_usage_error("generate", "--ids: no token ids");
 			goto out;
 		}
+	} else if (raw && prompt) {
+		if (lynn_engine_encode_text(eng, prompt, &ids, &err))
+			goto fail;
 	} else {
-		if (text_prompt(model, tok, prompt, messages, raw, think, &tids, &err)) {
-			status = cmd_fail(&err);
-			goto out;
+		struct lynn_chat_input in = { .add_generation_prompt = true, .enable_thinking = think };
+		char *text = NULL, *msgs_json = NULL;
+		size_t len;
+		if (messages) {
+			if (lynn_file_read(messages, LYNN_JSON_MAX_SIZE, &text, &len, &err))
+				goto fail;
+			in.messages_json = text;
+		} else {
+			cJSON *arr = cJSON_CreateArray(), *m = cJSON_CreateObject();
+			cJSON_AddItemToArray(arr, m);
+			cJSON_AddStringToObject(m, "role", "user");
+			cJSON_AddStringToObject(m, "content", prompt);
+			msgs_json = cJSON_PrintUnformatted(arr);
+			cJSON_Delete(arr);
+			in.messages_json = msgs_json;
 		}
-		ids = tids.ids;
-		n_ids = tids.n;
-		tids.ids = NULL;
+		int rc = lynn_engine_encode_chat(eng, &in, &ids, NULL, &err);
+		free(text);
+		cJSON_free(msgs_json);
+		if (rc)
+			goto fail;
 	}
-	if (n_ids == 0) {
-		status = cmd_usage_error("generate", "the prompt has no tokens");
-		goto out;
+	if (!print_ids && !lynn_engine_tok(eng)) {
+		lynn_errf(&err, -LYNN_ENOTFOUND,
+			  "generate: '%s' has no tokenizer.json: text output needs it (use --print-ids)",
+			  model);
+		goto fail;
 	}
-	struct lynn_model_opts mo = { .n_threads = (int)threads };
-	double t0 = now_s();
-	m = lynn_model_open(model, &mo, &err);
-	if (!m || (adapter && !(lora = lynn_model_lora_load(m, adapter, &err))) ||
-	    !(seq = lynn_seq_create(m, &err)) ||
-	    !(smp = lynn_sampler_create(&sp, lynn_model_n_vocab(m), &err))) {
-		status = cmd_fail(&err);
-		goto out;
-	}
-	const struct lynn_config *cfg = lynn_model_config(m);
-	logits = malloc((size_t)lynn_model_n_vocab(m) * sizeof *logits);
-	if (!logits) {
-		lynn_errf(&err, -LYNN_ENOMEM, "generate: out of memory");
-		status = cmd_fail(&err);
-		goto out;
-	}
-	struct lynn_tok_stream ts;
-	if (tok)
-		lynn_tok_stream_init(&ts, tok, LYNN_TOK_F_SKIP_SPECIAL);
-	double t1 = now_s(), t_first = 0;
-	long n_gen = 0;
-	if (max_tokens > 0 && lynn_model_prefill(m, seq, ids, (int64_t)n_ids, false, logits, &err)) {
-		status = cmd_fail(&err);
-		goto out;
-	}
-	while (n_gen < max_tokens) {
-		int32_t id = lynn_sampler_sample(smp, logits);
-		n_gen++;
-		if (n_gen == 1)
-			t_first = now_s();
-		bool stop = is_eos(cfg, tok, id) || n_gen == max_tokens;
-		if (print_ids) {
-			printf("%s%d", n_gen > 1 ? " " : "", id);
-		} else if (!is_eos(cfg, tok, id)) {
-			lynn_buf_reset(&text);
-			if (lynn_tok_stream_push(&ts, id, &text, &err)) {
-				status = cmd_fail(&err);
-				goto out;
-			}
-			if (stop)
-				lynn_tok_stream_flush(&ts, &text);
-			fwrite(text.data ? text.data : "", 1, text.len, stdout);
-		}
-		fflush(stdout);
-		if (stop)
-			break;
-		if (lynn_model_decode(m, 1, &seq, &id, logits, &err)) {
-			printf("\n");
-			status = cmd_fail(&err);
-			goto out;
-		}
-	}
-	if (!print_ids && tok) { /* a pending partial character at the end */
-		lynn_buf_reset(&text);
-		lynn_tok_stream_flush(&ts, &text);
-		fwrite(text.data ? text.data : "", 1, text.len, stdout);
+	struct lynn_gen_opts go = { .max_tokens = (int)max_tokens, .sample = sp, .ud = &n_out };
+	if (print_ids)
+		go.on_token = print_id;
+	else
+		go.on_text = print_text;
+	double t1 = lynn_now();
+	if (lynn_engine_generate(eng, ids.ids, ids.n, &go, &res, &err)) {
+		printf("\n");
+		goto fail;
 	}
 	printf("\n");
-	fflush(stdout);
-	double t2 = now_s();
 	lynn_log_info("generate: load %.2f s, prompt %zu tokens, time to first token %.3f s "
-		      "(%.1f tok/s prefill), %ld tokens, decode %.2f tok/s",
-		      t1 - t0, n_ids, n_gen ? t_first - t1 : 0.0,
-		      n_gen && t_first > t1 ? (double)n_ids / (t_first - t1) : 0.0, n_gen,
-		      n_gen > 1 && t2 > t_first ? (double)(n_gen - 1) / (t2 - t_first) : 0.0);
+		      "(%.1f tok/s prefill), %zu tokens, decode %.2f tok/s%s",
+		      t1 - t0, ids.n, res.t_prefill_s,
+		      res.t_prefill_s > 0 ? (double)ids.n / res.t_prefill_s : 0.0, res.ids.n,
+		      res.ids.n > 1 && res.t_decode_s > 0 ? (double)(res.ids.n - 1) / res.t_decode_s : 0.0,
+		      res.nonfinite ? " (WARNING: non-finite logits)" : "");
+	goto out;
+fail:
+	status = cmd_fail(&err);
 out:
-	free(logits);
-	free(ids);
-	lynn_sampler_free(smp);
-	lynn_seq_free(seq);
-	lynn_model_close(m);
-	lynn_lora_free(lora);
-	lynn_tok_free(tok);
-	lynn_tok_ids_release(&tids);
-	lynn_buf_release(&text);
+	lynn_gen_result_release(&res);
+	lynn_tok_ids_release(&ids);
+	lynn_engine_close(eng);
 	return status;
 }

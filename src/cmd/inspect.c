@@ -37,7 +37,7 @@ struct info {
 	bool have_cfg;
 	struct lynn_config cfg;
 	char arch[64], model_type[32];
-	int64_t n_params, n_active, n_routed, n_vision, n_mtp;
+	int64_t n_params, n_active, n_routed, n_vision, n_mtp, n_mtp_routed, n_active_text;
 	uint64_t data_bytes, file_bytes;
 	struct dstat dt[LYNN_DTYPE_COUNT];
 	unsigned quant;
@@ -102,6 +102,12 @@ out:
 	return rc;
 }
 
+/* n * k / d without overflow (exact when d divides n) */
+static int64_t share(int64_t n, int64_t k, int64_t d)
+{
+	return n / d * k + n % d * k / d;
+}
+
 static void gather(struct info *in)
 {
 	const struct lynn_ckpt *c = in->ck;
@@ -115,8 +121,11 @@ static void gather(struct info *in)
 			in->n_routed += p;
 		if (is_vision(t->name))
 			in->n_vision += p;
-		if (is_mtp(t->name))
+		if (is_mtp(t->name)) {
 			in->n_mtp += p;
+			if (lynn_tensor_is_routed_expert(t->name))
+				in->n_mtp_routed += p;
+		}
 		in->data_bytes += t->nbytes;
 		in->dt[t->dtype].tensors++;
 		in->dt[t->dtype].params += p;
@@ -125,13 +134,17 @@ static void gather(struct info *in)
 	for (int i = 0; i < lynn_ckpt_n_files(c); i++)
 		in->file_bytes += lynn_st_file_size(lynn_ckpt_st(c, i));
 	/* active per token: every parameter except the routed experts, plus
-	 * top_k / n_experts of them (docs/lynn-inspect.md) */
+	 * top_k / n_experts of them (docs/lynn-inspect.md); the text figure
+	 * also leaves out the vision tower and the MTP head */
 	in->n_active = in->n_params;
+	in->n_active_text = in->n_params - in->n_vision - in->n_mtp;
 	if (in->have_cfg && in->n_routed) {
-		int64_t ne = in->cfg.n_experts, k = in->cfg.n_experts_per_tok;
-		/* n_routed * k / ne without overflow (exact when n_routed % ne == 0) */
-		routed_active = in->n_routed / ne * k + in->n_routed % ne * k / ne;
+		routed_active = share(in->n_routed, in->cfg.n_experts_per_tok, in->cfg.n_experts);
 		in->n_active = in->n_params - in->n_routed + routed_active;
+		in->n_active_text = in->n_active - in->n_vision -
+				    (in->n_mtp - in->n_mtp_routed +
+				     share(in->n_mtp_routed, in->cfg.n_experts_per_tok,
+					   in->cfg.n_experts));
 	}
 	in->quant = lynn_ckpt_quant_formats(c, in->quant_counts);
 	in->quant_name[0] = 0;
@@ -249,6 +262,9 @@ static void print_text(const struct info *in, const char *path, bool tensors)
 		human_count(in->n_vision, v, sizeof v);
 		human_count(in->n_mtp, m, sizeof m);
 		printf("               of which routed experts %s, vision %s, mtp %s\n", r, v, m);
+		human_count(in->n_active_text, r, sizeof r);
+		printf("               active per token in the text decoder alone: %s (%lld)\n", r,
+		       (long long)in->n_active_text);
 	}
 	printf("quantization:  %s", in->quant_name);
 	if (in->quant)
@@ -306,6 +322,7 @@ static cJSON *build_json(const struct info *in, const char *path, bool tensors)
 	cJSON_AddNumberToObject(o, "n_tensors", (double)lynn_ckpt_n_tensors(c));
 	cJSON_AddNumberToObject(o, "n_params", (double)in->n_params);
 	cJSON_AddNumberToObject(o, "n_params_active", (double)in->n_active);
+	cJSON_AddNumberToObject(o, "n_params_active_text", (double)in->n_active_text);
 	cJSON_AddNumberToObject(o, "n_params_routed_experts", (double)in->n_routed);
 	cJSON_AddNumberToObject(o, "n_params_vision", (double)in->n_vision);
 	cJSON_AddNumberToObject(o, "n_params_mtp", (double)in->n_mtp);

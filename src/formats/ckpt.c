@@ -96,6 +96,11 @@ static bool safe_shard_name(const char *s)
 	return s[0] && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static int open_index(struct lynn_ckpt *c, struct lynn_err *err)
 {
 	const char *ip = c->index_path;
@@ -141,6 +146,7 @@ static int open_index(struct lynn_ckpt *c, struct lynn_err *err)
 		rc = lynn_errf(err, -LYNN_EFORMAT, "st: '%s': weight_map is empty", ip);
 		goto out;
 	}
+	qsort(shards, (size_t)n_shards, sizeof *shards, cmp_str); /* files in name order */
 	for (int i = 0; i < n_shards; i++) {
 		char *sp = lynn_path_join(c->dir, shards[i]);
 		if (!sp) {
@@ -207,11 +213,6 @@ out:
 	free(shards);
 	cJSON_Delete(root);
 	return rc;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* No model.safetensors and no index: every *.safetensors in the folder. */

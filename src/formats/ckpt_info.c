@@ -24,8 +24,8 @@ bool lynn_tensor_is_scale(const char *name)
 	size_t n = strlen(name);
 	for (size_t i = 0; i < sizeof suf / sizeof suf[0]; i++) {
 		size_t k = strlen(suf[i]);
-		if (n == k || (n > k && !strcmp(name + n - k, suf[i]) &&
-			       (name[n - k - 1] == '.' || name[n - k - 1] == '_')))
+		if (n >= k && !strcmp(name + n - k, suf[i]) &&
+		    (n == k || name[n - k - 1] == '.' || name[n - k - 1] == '_'))
 			return true;
 	}
 	return false;

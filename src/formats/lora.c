@@ -17,8 +17,10 @@
 #include <string.h>
 
 #include "lynn/buf.h"
+#include "lynn/cpu.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/pool.h"
 
 struct lynn_lora {
 	char *dir;
@@ -347,7 +349,7 @@ out:
 	return rc;
 }
 
-/* ===== delta and merge ===== */
+/* ===== merge ===== */
 
 static float *to_f32(const struct lynn_tensor *t, struct lynn_err *err)
 {
@@ -363,76 +365,176 @@ static float *to_f32(const struct lynn_tensor *t, struct lynn_err *err)
 	return v;
 }
 
-int lynn_lora_delta(const struct lynn_lora *l, const struct lynn_lora_module *m, float *delta,
-		    struct lynn_err *err)
-{
-	float *a = to_f32(m->a, err), *b = a ? to_f32(m->b, err) : NULL;
-	int64_t in = m->in, out = m->out;
-
-	if (!a || !b) {
-		free(a);
-		return err ? err->code : -LYNN_ENOMEM;
-	}
-	memset(delta, 0, (size_t)(in * out) * sizeof *delta);
-	for (int64_t o = 0; o < out; o++) {
-		for (int k = 0; k < m->r; k++) {
-			float s = m->scale * b[o * m->r + k];
-			const float *ar = a + (int64_t)k * in;
-			if (l->fan_in_fan_out)
-				for (int64_t i = 0; i < in; i++)
-					delta[i * out + o] += s * ar[i];
-			else {
-				float *d = delta + o * in;
-				for (int64_t i = 0; i < in; i++)
-					d[i] += s * ar[i];
-			}
-		}
-	}
-	free(a);
-	free(b);
-	return 0;
-}
-
 static bool is_float(enum lynn_dtype dt)
 {
 	return dt == LYNN_DTYPE_F32 || dt == LYNN_DTYPE_BF16 || dt == LYNN_DTYPE_F16;
 }
 
-/* Round n f32 values into dtype (RNE) and write them. */
-static int write_as(struct lynn_st_writer *w, const float *v, size_t n, enum lynn_dtype dt,
-		    struct lynn_err *err)
+/* Round n f32 values into dtype (RNE). */
+static void store_as(void *dst, const float *v, size_t n, enum lynn_dtype dt)
 {
-	enum { CHUNK = 1 << 16 };
-	uint16_t buf[CHUNK];
-
 	if (dt == LYNN_DTYPE_F32)
-		return lynn_st_writer_write(w, v, n * sizeof *v, err);
-	for (size_t i = 0; i < n; i += CHUNK) {
-		size_t k = n - i < CHUNK ? n - i : CHUNK;
-		for (size_t j = 0; j < k; j++)
-			buf[j] = dt == LYNN_DTYPE_BF16 ? lynn_f32_to_bf16(v[i + j]) : lynn_f32_to_f16(v[i + j]);
-		int rc = lynn_st_writer_write(w, buf, k * sizeof *buf, err);
-		if (rc)
-			return rc;
+		memcpy(dst, v, n * sizeof *v);
+	else if (dt == LYNN_DTYPE_BF16)
+		for (size_t j = 0; j < n; j++)
+			((uint16_t *)dst)[j] = lynn_f32_to_bf16(v[j]);
+	else
+		for (size_t j = 0; j < n; j++)
+			((uint16_t *)dst)[j] = lynn_f32_to_f16(v[j]);
+}
+
+/* One stored tensor re-encoded (and, when targeted, merged) row by row. */
+struct row_job {
+	const struct lynn_tensor *t;
+	const struct lynn_lora_module *m; /* NULL: conversion only */
+	bool fan_in_fan_out;
+	const float *a, *b;               /* lora_A [r][in], lora_B [out][r] in f32 */
+	int64_t rows, cols;               /* of the stored tensor */
+	enum lynn_dtype dt;
+	uint8_t *out;
+	float *scratch;                   /* cols floats per thread */
+	int rc;
+};
+
+static void row_merge(void *ud, int64_t row, int tid)
+{
+	struct row_job *j = ud;
+	float *w = j->scratch + (size_t)tid * (size_t)j->cols;
+	size_t esz = lynn_dtype_size(j->t->dtype);
+	const struct lynn_lora_module *m = j->m;
+
+	if (lynn_convert_to_f32(j->t->dtype, (const uint8_t *)j->t->data + (size_t)row * j->cols * esz,
+				w, (size_t)j->cols, NULL)) {
+		j->rc = -LYNN_EFORMAT;
+		return;
 	}
-	return 0;
+	if (m && !j->fan_in_fan_out) {
+		/* W[o][:] += s * sum_k B[o][k] A[k][:] */
+		for (int k = 0; k < m->r; k++) {
+			float s = m->scale * j->b[row * m->r + k];
+			const float *ar = j->a + (int64_t)k * m->in;
+			for (int64_t i = 0; i < j->cols; i++)
+				w[i] += s * ar[i];
+		}
+	} else if (m) {
+		/* stored transposed: W[i][o] += s * sum_k B[o][k] A[k][i] */
+		for (int64_t o = 0; o < j->cols; o++) {
+			float acc = 0;
+			for (int k = 0; k < m->r; k++)
+				acc += j->b[o * m->r + k] * j->a[(int64_t)k * m->in + row];
+			w[o] += m->scale * acc;
+		}
+	}
+	store_as(j->out + (size_t)row * j->cols * lynn_dtype_size(j->dt), w, (size_t)j->cols, j->dt);
+}
+
+static void row_store(void *ud, int64_t row, int tid)
+{
+	struct row_job *j = ud;
+	(void)tid;
+	store_as(j->out + (size_t)row * j->cols * lynn_dtype_size(j->dt),
+		 j->scratch + (size_t)row * j->cols, (size_t)j->cols, j->dt);
+}
+
+static int merge_matmul(struct lynn_pool *pool, struct row_job *j, struct lynn_err *err)
+{
+	const struct lynn_lora_module *m = j->m;
+	float *y = malloc((size_t)j->t->n_elems * sizeof *y);
+	float *x = malloc((size_t)(m->out * m->r) * sizeof *x);
+	float *at = malloc((size_t)(m->in * m->r) * sizeof *at);
+	float *saved = j->scratch;
+	int rc = 0;
+
+	if (!y || !x || !at) {
+		rc = lynn_errf(err, -LYNN_ENOMEM, "lora: out of memory for '%s'", j->t->name);
+		goto out;
+	}
+	if ((rc = lynn_convert_to_f32(j->t->dtype, j->t->data, y, (size_t)j->t->n_elems, err)))
+		goto out;
+	for (int64_t o = 0; o < m->out * m->r; o++)
+		x[o] = m->scale * j->b[o];
+	for (int k = 0; k < m->r; k++)
+		for (int64_t i = 0; i < m->in; i++)
+			at[i * m->r + k] = j->a[(int64_t)k * m->in + i];
+	struct lynn_mm mm = { .wdt = LYNN_DTYPE_F32, .w = at, .n_out = m->in, .n_in = m->r,
+			      .x = x, .ldx = m->r, .y = y, .ldy = m->in, .n_tok = m->out,
+			      .accumulate = true };
+	lynn_cpu_matmul(pool, &mm, lynn_cpu_best());
+	j->scratch = y;
+	lynn_pool_run(pool, j->rows, row_store, j);
+	j->scratch = saved;
+out:
+	free(y);
+	free(x);
+	free(at);
+	return rc;
+}
+
+/* Merge or convert tensor t into dt and write it. */
+static int write_converted(struct lynn_pool *pool, const struct lynn_lora *l,
+			   const struct lynn_tensor *t, const struct lynn_lora_module *m,
+			   enum lynn_dtype dt, struct lynn_st_writer *w, struct lynn_err *err)
+{
+	struct row_job j = { .t = t, .m = m, .fan_in_fan_out = l->fan_in_fan_out, .dt = dt };
+	float *a = NULL, *b = NULL;
+	int rc;
+
+	j.cols = t->n_dims ? t->shape[t->n_dims - 1] : 1;
+	j.rows = j.cols ? t->n_elems / j.cols : 0;
+	if (m && (!(a = to_f32(m->a, err)) || !(b = to_f32(m->b, err)))) {
+		free(a);
+		return err ? err->code : -LYNN_ENOMEM;
+	}
+	j.a = a;
+	j.b = b;
+	j.out = malloc((size_t)t->n_elems * lynn_dtype_size(dt) + 1);
+	j.scratch = malloc((size_t)lynn_pool_size(pool) * (size_t)(j.cols + 1) * sizeof(float));
+	if (!j.out || !j.scratch) {
+		rc = lynn_errf(err, -LYNN_ENOMEM, "lora: out of memory for '%s'", t->name);
+		goto out;
+	}
+	if (m && !l->fan_in_fan_out) {
+		/* W += (s·B) · A on the CPU kernels: y = x·Wk^T with x = s·B [out][r]
+		 * (rows = tokens), Wk = A^T [in][r], y preloaded with W in f32 */
+		rc = merge_matmul(pool, &j, err);
+		if (rc)
+			goto out;
+	} else {
+		lynn_pool_run(pool, j.rows, row_merge, &j);
+	}
+	if (j.rc) {
+		rc = lynn_errf(err, j.rc, "lora: '%s': cannot convert %s", t->name, lynn_dtype_name(t->dtype));
+		goto out;
+	}
+	rc = lynn_st_writer_write(w, j.out, (size_t)t->n_elems * lynn_dtype_size(dt), err);
+out:
+	free(j.out);
+	free(j.scratch);
+	free(a);
+	free(b);
+	return rc;
 }
 
 int lynn_lora_merge(const struct lynn_lora *l, const struct lynn_ckpt *base, const char *out_dir,
 		    const struct lynn_merge_opts *opts, struct lynn_err *err)
 {
 	struct lynn_st_writer *w = NULL;
+	struct lynn_pool *pool = NULL;
 	int64_t n = lynn_ckpt_n_tensors(base);
 	uint64_t total = 0, done = 0;
-	float *wf = NULL, *delta = NULL;
 	int rc = 0;
 
 	for (int i = 0; i < l->n_mods; i++)
 		if (!l->mods[i].base)
 			return lynn_errf(err, -LYNN_EINVAL, "lora: merge needs a bound adapter");
+	pool = lynn_pool_create(opts->n_threads, err);
+	if (!pool)
+		return err ? err->code : -LYNN_ENOMEM;
 	w = lynn_st_writer_create(out_dir, opts->shard_size, err);
-	if (!w)
-		return err ? err->code : -LYNN_EIO;
+	if (!w) {
+		rc = err ? err->code : -LYNN_EIO;
+		goto out;
+	}
 	for (int64_t i = 0; i < n; i++) {
 		const struct lynn_tensor *t = lynn_ckpt_tensor(base, i);
 		enum lynn_dtype dt = t->dtype;
@@ -452,42 +554,21 @@ int lynn_lora_merge(const struct lynn_lora *l, const struct lynn_ckpt *base, con
 				m = &l->mods[k];
 		if (opts->dtype >= 0 && is_float(t->dtype))
 			dt = (enum lynn_dtype)opts->dtype;
-		if (!m && dt == t->dtype) {
-			/* untargeted: byte for byte */
+		lynn_mem_sequential(t->data, (size_t)t->nbytes);
+		if (!m && dt == t->dtype) /* untargeted: byte for byte */
 			rc = lynn_st_writer_write(w, t->data, (size_t)t->nbytes, err);
-		} else {
-			wf = to_f32(t, err);
-			if (!wf) {
-				rc = err ? err->code : -LYNN_ENOMEM;
-				goto out;
-			}
-			if (m) {
-				delta = malloc((size_t)t->n_elems * sizeof *delta);
-				if (!delta) {
-					rc = lynn_errf(err, -LYNN_ENOMEM, "lora: out of memory for '%s'", t->name);
-					goto out;
-				}
-				if ((rc = lynn_lora_delta(l, m, delta, err)))
-					goto out;
-				for (int64_t j = 0; j < t->n_elems; j++)
-					wf[j] += delta[j];
-				free(delta);
-				delta = NULL;
-			}
-			rc = write_as(w, wf, (size_t)t->n_elems, dt, err);
-			free(wf);
-			wf = NULL;
-		}
+		else
+			rc = write_converted(pool, l, t, m, dt, w, err);
 		if (rc)
 			goto out;
+		lynn_mem_drop(t->data, (size_t)t->nbytes);
 		done += (uint64_t)t->n_elems * lynn_dtype_size(dt);
 		if (opts->progress)
 			opts->progress(opts->progress_ud, done, total);
 	}
 	rc = lynn_st_writer_finish(w, err);
 out:
-	free(wf);
-	free(delta);
 	lynn_st_writer_free(w);
+	lynn_pool_free(pool);
 	return rc;
 }

@@ -2,13 +2,20 @@
  * st_writer.c - streaming safetensors writer with Hugging Face sharding
  * (include/lynn/st.h).
  *
- * Tensors are declared up front; the first write plans the shards the way
- * huggingface_hub's split_state_dict_into_shards does (in order, a new shard
- * when the next tensor would push the current one past max_shard_bytes; a
- * tensor larger than the limit gets a shard of its own). Each shard's header
- * is the JSON object padded with spaces to a multiple of 8 bytes (as the
- * reference writer's prepare(), so data starts 8-aligned); tensor bytes follow
- * back-to-back in declaration order. Each shard is committed atomically as
+ * Tensors are declared up front; the first write plans the shards much as
+ * huggingface_hub's split_state_dict_into_shards does: in declaration order,
+ * a new shard when the next tensor would push the current one past
+ * max_shard_bytes. Two differences, both still valid checkpoints: a tensor
+ * larger than the limit closes the current shard and stands alone (the hub
+ * files it separately and keeps filling the current shard), and sizes are a
+ * tensor's own bytes (the hub counts a view as its whole storage). Each shard is laid
+ * out as the reference writer's prepare() does (safetensors tensor.rs):
+ * tensors sorted by dtype, widest enum rank first, then by name, packed
+ * back-to-back, the header JSON padded with spaces to a multiple of 8 bytes
+ * so data starts 8-aligned. The caller still streams in declaration order:
+ * each tensor's bytes go to its planned offset (a seek per tensor), so the
+ * files are byte-identical to what Hugging Face writes for the same tensors
+ * and metadata. Each shard is committed atomically as
  * soon as its last tensor is complete, the index last; an unfinished writer
  * removes what it committed when freed.
  */
@@ -49,6 +56,9 @@ struct lynn_st_writer {
 	char **shard_names; /* file names inside dir */
 	int64_t cur;        /* tensor being written */
 	uint64_t cur_done;  /* its bytes so far */
+	int64_t *order;     /* decl indices by shard, then file order */
+	int64_t *shard_first; /* n_shards + 1 starts into order */
+	uint64_t data_start; /* 8 + header length of the open shard */
 	int open_shard;     /* shard whose afile is open, or -1 */
 	struct lynn_afile af;
 	char **committed;
@@ -182,6 +192,38 @@ int lynn_st_writer_declare(struct lynn_st_writer *w, const char *name, enum lynn
 
 /* ===== planning and headers ===== */
 
+/* Rank of a dtype in the reference writer's Dtype enum (safetensors
+ * tensor.rs: BOOL F4 F6_E2M3 F6_E3M2 U8 I8 F8_E5M2 F8_E4M3 F8_E8M0 ... I16
+ * U16 F16 BF16 I32 U32 F32 C64 F64 I64 U64). */
+static int dtype_rank(enum lynn_dtype dt)
+{
+	static const int rank[LYNN_DTYPE_COUNT] = {
+		[LYNN_DTYPE_BOOL] = 0, [LYNN_DTYPE_U8] = 4,       [LYNN_DTYPE_I8] = 5,
+		[LYNN_DTYPE_F8_E5M2] = 6, [LYNN_DTYPE_F8_E4M3] = 7, [LYNN_DTYPE_I16] = 11,
+		[LYNN_DTYPE_U16] = 12, [LYNN_DTYPE_F16] = 13,     [LYNN_DTYPE_BF16] = 14,
+		[LYNN_DTYPE_I32] = 15, [LYNN_DTYPE_U32] = 16,     [LYNN_DTYPE_F32] = 17,
+		[LYNN_DTYPE_F64] = 19, [LYNN_DTYPE_I64] = 20,     [LYNN_DTYPE_U64] = 21,
+	};
+	return rank[dt];
+}
+
+struct ord {
+	int shard, rank;
+	const char *name;
+	int64_t i;
+};
+
+/* The reference writer's file order: shard, then dtype descending, then name. */
+static int cmp_file_order(const void *a, const void *b)
+{
+	const struct ord *x = a, *y = b;
+	if (x->shard != y->shard)
+		return x->shard < y->shard ? -1 : 1;
+	if (x->rank != y->rank)
+		return y->rank - x->rank;
+	return strcmp(x->name, y->name);
+}
+
 static int plan(struct lynn_st_writer *w, struct lynn_err *err)
 {
 	uint64_t size = 0;
@@ -194,13 +236,37 @@ static int plan(struct lynn_st_writer *w, struct lynn_err *err)
 			size = 0;
 		}
 		t->shard = shard;
-		t->off = size;
 		size += t->nbytes;
 	}
 	w->n_shards = shard + 1;
 	w->shard_names = calloc((size_t)w->n_shards, sizeof *w->shard_names);
-	if (!w->shard_names)
+	w->order = calloc((size_t)w->n + 1, sizeof *w->order);
+	w->shard_first = calloc((size_t)w->n_shards + 1, sizeof *w->shard_first);
+	if (!w->shard_names || !w->order || !w->shard_first)
 		return lynn_errf(err, -LYNN_ENOMEM, "st: out of memory");
+	{
+		struct ord *o = calloc((size_t)w->n + 1, sizeof *o);
+		if (!o)
+			return lynn_errf(err, -LYNN_ENOMEM, "st: out of memory");
+		for (int64_t i = 0; i < w->n; i++)
+			o[i] = (struct ord){ w->d[i].shard, dtype_rank(w->d[i].dtype), w->d[i].name,
+					     i };
+		qsort(o, (size_t)w->n, sizeof *o, cmp_file_order);
+		for (int64_t i = 0; i < w->n; i++)
+			w->order[i] = o[i].i;
+		free(o);
+	}
+	size = 0;
+	for (int64_t k = 0, s = -1; k < w->n; k++) {
+		struct decl *t = &w->d[w->order[k]];
+		while (s < t->shard) {
+			w->shard_first[++s] = k;
+			size = 0;
+		}
+		t->off = size;
+		size += t->nbytes;
+	}
+	w->shard_first[w->n_shards] = w->n; /* the greedy split leaves no shard empty */
 	for (int s = 0; s < w->n_shards; s++) {
 		char buf[64];
 		if (w->n_shards == 1)
@@ -249,10 +315,8 @@ static int shard_header(struct lynn_st_writer *w, int s, struct lynn_buf *b)
 		rc = rc ? rc : lynn_buf_putc(b, '}');
 		first = false;
 	}
-	for (int64_t i = 0; i < w->n && !rc; i++) {
-		const struct decl *t = &w->d[i];
-		if (t->shard != s)
-			continue;
+	for (int64_t k = w->shard_first[s]; k < w->shard_first[s + 1] && !rc; k++) {
+		const struct decl *t = &w->d[w->order[k]];
 		if (!first)
 			rc = lynn_buf_putc(b, ',');
 		first = false;
@@ -286,6 +350,7 @@ static int open_shard(struct lynn_st_writer *w, int s, struct lynn_err *err)
 	if (rc)
 		goto out;
 	w->open_shard = s;
+	w->data_start = 8 + b.len;
 	for (int i = 0; i < 8; i++)
 		len8[i] = (uint8_t)((uint64_t)b.len >> (8 * i));
 	if (fwrite(len8, 1, 8, w->af.f) != 8 || fwrite(b.data, 1, b.len, w->af.f) != b.len)
@@ -375,6 +440,12 @@ int lynn_st_writer_write(struct lynn_st_writer *w, const void *data, size_t len,
 		}
 		room = w->d[w->cur].nbytes - w->cur_done;
 		k = room < len ? (size_t)room : len;
+		if (w->cur_done == 0 &&
+		    fseeko(w->af.f, (off_t)(w->data_start + w->d[w->cur].off), SEEK_SET) < 0) {
+			rc = lynn_errf(err, -LYNN_EIO, "st: '%s': seek failed: %s",
+				       w->af.final_path, strerror(errno));
+			break;
+		}
 		if (fwrite(p, 1, k, w->af.f) != k) {
 			rc = lynn_errf(err, -LYNN_EIO, "st: '%s': write failed: %s",
 				       w->af.final_path, strerror(errno));
@@ -478,6 +549,8 @@ void lynn_st_writer_free(struct lynn_st_writer *w)
 		for (int s = 0; s < w->n_shards; s++)
 			free(w->shard_names[s]);
 	free(w->shard_names);
+	free(w->order);
+	free(w->shard_first);
 	free(w->dir);
 	free(w);
 }

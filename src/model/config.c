@@ -135,6 +135,7 @@ static int get_rope(struct ctx *c, const cJSON *t, struct lynn_config *cfg)
 {
 	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(t, "rope_parameters");
 	const cJSON *ms;
+	bool have_ms = false;
 	int rc;
 
 	if (!cJSON_IsObject(rp))
@@ -163,6 +164,7 @@ static int get_rope(struct ctx *c, const cJSON *t, struct lynn_config *cfg)
 		if (ms && !cJSON_IsNull(ms)) {
 			int i = 0;
 			const cJSON *e;
+			have_ms = true;
 			if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) != 3)
 				return lynn_errf(c->err, -LYNN_EFORMAT,
 						 "config: %s: field 'mrope_section' must list 3 ints",
@@ -189,6 +191,12 @@ static int get_rope(struct ctx *c, const cJSON *t, struct lynn_config *cfg)
 		return lynn_errf(c->err, -LYNN_EFORMAT,
 				 "config: %s: head_dim %d x partial_rotary_factor %g gives rotary dim %d, which must be even and positive",
 				 c->what, cfg->head_dim, cfg->partial_rotary, cfg->rot_dim);
+	if (!have_ms && 2 * (11 + 11 + 10) != cfg->rot_dim) {
+		/* no mrope_section and HF's default does not fit: text positions
+		 * use all three rows alike, so one section is equivalent */
+		cfg->mrope_section[0] = cfg->rot_dim / 2;
+		cfg->mrope_section[1] = cfg->mrope_section[2] = 0;
+	}
 	if (2 * (cfg->mrope_section[0] + cfg->mrope_section[1] + cfg->mrope_section[2]) !=
 	    cfg->rot_dim)
 		return lynn_errf(c->err, -LYNN_EFORMAT,

@@ -18,90 +18,118 @@
 #include "lynn/score.h"
 #include "score/score_internal.h"
 
+/*
+ * Counting by prefix refinement: the n-gram at position i is identified by
+ * the pair (id of the (n-1)-gram at i, item i+n-1), so each order is one
+ * pass of 64-bit hash lookups with no string comparison. A position whose
+ * (n-1)-gram does not occur on the other side cannot start a shared n-gram
+ * either, so it drops out of the higher orders (its n-grams still count in
+ * the totals, which are plain lengths).
+ */
+#define DEAD UINT32_MAX
+
 struct ngram_ent {
-	uint64_t h;          /* n-gram hash, UINT64_MAX = empty slot marker via p */
-	const uint32_t *p;   /* the n-gram's first item (NULL = empty slot) */
+	uint64_t key;  /* (prev id + 1) << 32 | item; 0 = empty slot */
 	uint32_t cref, chyp;
 };
 
-static inline uint64_t hstep(uint64_t h, uint32_t x)
-{
-	return (h ^ (x + 0x9E3779B97F4A7C15ULL)) * 0x100000001B3ULL + 0x632BE59BD9B4E019ULL;
-}
-
-/* Counts [hyp, ref, match] for orders 1..max_order of two item sequences. */
 static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t nh,
 		       const uint32_t *ref, size_t nr, int max_order, int64_t *v,
 		       struct lynn_err *err)
 {
-	uint64_t *hh, *hr;
+	/* alive positions and the slot id of their current n-gram */
+	uint32_t *posh, *idh, *posr, *idr, *made;
 	struct ngram_ent *t;
-	size_t cap, mask;
+	size_t cap, nah = nh, nar = nr;
+	unsigned shift;
 
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
 	if (nr == 0)
 		return 0; /* no reference n-gram of any order: all counts 0 */
-	hh = score_buf(ctx, SLOT_HASH_A, (nh + 1) * sizeof *hh, err);
-	hr = score_buf(ctx, SLOT_HASH_B, (nr + 1) * sizeof *hr, err);
+	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh, err);
+	posr = score_buf(ctx, SLOT_HASH_B, 3 * (nr + 1) * sizeof *posr, err);
 	cap = pow2_at_least(2 * nr + 2);
-	mask = cap - 1;
-	t = score_buf(ctx, SLOT_TABLE, cap * sizeof *t, err);
-	if (!hh || !hr || !t)
+	shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)cap);
+	/* The table lives in the context and is kept all-zero between calls
+	 * (every slot filled is emptied again), so only a fresh buffer needs
+	 * clearing. */
+	{
+		void *before = ctx->buf[SLOT_NGRAM];
+		size_t before_cap = ctx->cap[SLOT_NGRAM];
+		t = score_buf(ctx, SLOT_NGRAM, cap * sizeof *t, err);
+		if (t && (t != before || ctx->cap[SLOT_NGRAM] != before_cap))
+			memset(t, 0, ctx->cap[SLOT_NGRAM]);
+	}
+	if (!posh || !posr || !t)
 		return -LYNN_ENOMEM;
-	for (size_t i = 0; i < nh; i++)
-		hh[i] = 0xCBF29CE484222325ULL;
-	for (size_t i = 0; i < nr; i++)
-		hr[i] = 0xCBF29CE484222325ULL;
+	idh = posh + nh + 1;
+	idr = posr + nr + 1;
+	made = idr + nr + 1; /* slots filled this order, emptied after it */
+	for (size_t i = 0; i < nh; i++) {
+		posh[i] = (uint32_t)i;
+		idh[i] = 0; /* the empty prefix */
+	}
+	for (size_t i = 0; i < nr; i++) {
+		posr[i] = (uint32_t)i;
+		idr[i] = 0;
+	}
 
 	for (int n = 1; n <= max_order; n++) {
 		size_t cr = nr >= (size_t)n ? nr - (size_t)n + 1 : 0;
 		size_t ch = nh >= (size_t)n ? nh - (size_t)n + 1 : 0;
+		size_t nmade = 0, w;
 		int64_t match = 0;
 
 		if (cr == 0)
 			break; /* this and higher orders: reference empty → (0, 0, 0) */
-		for (size_t i = 0; i < cr; i++)
-			hr[i] = hstep(hr[i], ref[i + (size_t)n - 1]);
-		for (size_t i = 0; i < ch; i++)
-			hh[i] = hstep(hh[i], hyp[i + (size_t)n - 1]);
-		memset(t, 0, cap * sizeof *t);
-		for (size_t i = 0; i < cr; i++) {
-			uint64_t h = hr[i];
-			size_t pos = (size_t)mix64(h) & mask;
-			for (;;) {
-				struct ngram_ent *e = &t[pos];
-				if (!e->p) {
-					e->h = h;
-					e->p = ref + i;
-					e->cref = 1;
-					break;
-				}
-				if (e->h == h && !memcmp(e->p, ref + i, (size_t)n * sizeof *ref)) {
-					e->cref++;
-					break;
-				}
-				pos = (pos + 1) & mask;
-			}
-		}
-		for (size_t i = 0; i < ch; i++) {
-			uint64_t h = hh[i];
-			size_t pos = (size_t)mix64(h) & mask;
-			for (;;) {
-				struct ngram_ent *e = &t[pos];
-				if (!e->p)
-					break;
-				if (e->h == h && !memcmp(e->p, hyp + i, (size_t)n * sizeof *hyp)) {
-					if (e->chyp < e->cref)
-						match++;
-					e->chyp++;
-					break;
-				}
-				pos = (pos + 1) & mask;
-			}
-		}
 		v[3 * (n - 1)] = (int64_t)ch;
 		v[3 * (n - 1) + 1] = (int64_t)cr;
+		/* positions are ascending: the ones past the end drop off the tail */
+		while (nar && posr[nar - 1] >= cr)
+			nar--;
+		while (nah && posh[nah - 1] >= ch)
+			nah--;
+		if (nar == 0 || nah == 0)
+			continue; /* no shared (n-1)-gram left: no more matches */
+		for (size_t k = 0; k < nar; k++) {
+			uint64_t key = ((uint64_t)idr[k] + 1) << 32 | ref[posr[k] + (size_t)n - 1];
+			size_t pos = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> shift);
+			while (t[pos].key && t[pos].key != key)
+				pos = (pos + 1) & (cap - 1);
+			if (!t[pos].key) {
+				t[pos].key = key;
+				made[nmade++] = (uint32_t)pos;
+			}
+			t[pos].cref++;
+			idr[k] = (uint32_t)pos;
+		}
+		w = 0;
+		for (size_t k = 0; k < nah; k++) {
+			uint64_t key = ((uint64_t)idh[k] + 1) << 32 | hyp[posh[k] + (size_t)n - 1];
+			size_t pos = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> shift);
+			while (t[pos].key && t[pos].key != key)
+				pos = (pos + 1) & (cap - 1);
+			if (!t[pos].key)
+				continue; /* not in the reference: drops out */
+			match += t[pos].chyp < t[pos].cref;
+			t[pos].chyp++;
+			posh[w] = posh[k];
+			idh[w++] = (uint32_t)pos;
+		}
+		nah = w;
+		/* reference n-grams the hypothesis lacks cannot extend into matches */
+		w = 0;
+		for (size_t k = 0; k < nar; k++)
+			if (t[idr[k]].chyp) {
+				posr[w] = posr[k];
+				idr[w++] = idr[k];
+			}
+		nar = w;
 		v[3 * (n - 1) + 2] = match;
+		/* ids are slot numbers, unique within an order; empty the slots
+		 * for the next order (its keys embed these ids) */
+		for (size_t k = 0; k < nmade; k++)
+			t[made[k]] = (struct ngram_ent){ 0, 0, 0 };
 	}
 	return 0;
 }

@@ -16,7 +16,7 @@
 enum score_slot {
 	SLOT_CP_A, SLOT_CP_B, SLOT_CP_C, SLOT_CP_D,
 	SLOT_HASH_A, SLOT_HASH_B, SLOT_TABLE, SLOT_IDS_A, SLOT_IDS_B, SLOT_BITS,
-	SLOT_SM_B2J, SLOT_SM_IDX, SLOT_SM_LEN, SLOT_SM_QUEUE,
+	SLOT_SM_B2J, SLOT_SM_IDX, SLOT_SM_LEN, SLOT_SM_QUEUE, SLOT_NGRAM,
 	SLOT_N
 };
 
@@ -43,7 +43,13 @@ size_t utf8_decode(const char *s, size_t len, uint32_t *cps);
 int utf8_put(uint32_t cp, char *out);
 
 /* Python str.isspace() (Unicode 14): bidi WS/B/S or category Zs. */
-bool py_isspace(uint32_t cp);
+bool py_isspace_nonascii(uint32_t cp);
+static inline bool py_isspace(uint32_t c)
+{
+	if (c < 0x80)
+		return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
+	return py_isspace_nonascii(c);
+}
 /* Python re \d (str pattern): Unicode category Nd. */
 bool py_isdecimal(uint32_t cp);
 /* Unicode general category L* (letters). */

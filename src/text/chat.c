@@ -371,6 +371,7 @@ struct chan {
 struct lynn_chat_stream {
 	int state;
 	bool drop_close;        /* reasoning ended at <tool_call>: drop the next stray </think> */
+	bool in_think;          /* the prompt left a think block open */
 	struct lynn_buf pending; /* text not yet decided */
 	struct chan content, reason;
 	cJSON *tools;
@@ -401,14 +402,15 @@ static int chan_emit(struct chan *c, char **dst, const char *s, size_t n)
 {
 	size_t b = 0, e = n;
 	int rc = 0;
-	if (!c->started)
-		while (b < n && sp(s[b]))
-			b++;
-	if (b == n) {
+	while (b < n && sp(s[b]))
+		b++;
+	if (b == n) { /* only whitespace: dropped at the start, else held */
 		if (c->started)
 			rc |= lynn_buf_append(&c->held, s, n);
 		return rc;
 	}
+	if (c->started)
+		b = 0;
 	while (e > b && sp(s[e - 1]))
 		e--;
 	if (c->held.len)
@@ -537,7 +539,12 @@ static int put_param_value(struct lynn_buf *b, const cJSON *schema, const char *
 				if (!*end && isfinite(d)) {
 					if (d == floor(d) && fabs(d) < 9e15)
 						return lynn_buf_printf(b, "%lld", (long long)d);
-					return lynn_buf_printf(b, "%.17g", d);
+					for (int p = 1; p <= 17; p++) { /* shortest round-trip form */
+						char f[40];
+						snprintf(f, sizeof f, "%.*g", p, d);
+						if (strtod(f, NULL) == d || p == 17)
+							return lynn_buf_puts(b, f);
+					}
 				}
 			}
 		}
@@ -670,7 +677,8 @@ struct lynn_chat_stream *lynn_chat_stream_create(const struct lynn_chat_parse_op
 		lynn_errf(err, -LYNN_ENOMEM, "chat: out of memory");
 		return NULL;
 	}
-	s->state = opts && opts->in_think ? S_REASON : S_START;
+	s->state = S_START;
+	s->in_think = opts && opts->in_think;
 	if (opts && opts->tools_json) {
 		s->tools = cJSON_Parse(opts->tools_json);
 		if (!cJSON_IsArray(s->tools)) {
@@ -720,6 +728,8 @@ static int add_call(struct lynn_chat_msg *d, char *name, char *args)
 
 static void consume(struct lynn_buf *b, size_t k)
 {
+	if (!b->data)
+		return;
 	memmove(b->data, b->data + k, b->len - k);
 	b->len -= k;
 	b->data[b->len] = 0;
@@ -743,7 +753,7 @@ static int step(struct lynn_chat_stream *s, struct lynn_chat_msg *d, bool final)
 			}
 			if (!final && n - w < 7 && !memcmp(p + w, TAG_THINK, n - w))
 				return rc; /* could still become <think> */
-			s->state = S_CONTENT;
+			s->state = s->in_think ? S_REASON : S_CONTENT;
 			continue;
 		}
 		if (s->state == S_REASON) {

@@ -50,6 +50,7 @@ struct jx {
 	const char *name;        /* template name for messages */
 	struct chunk *arena;
 	size_t mem, mem_limit;
+	int line, col; /* statement being rendered, for errors without a node */
 };
 
 static void jx_free_arena(struct chunk *c)
@@ -85,8 +86,8 @@ static void *jalloc(struct jx *x, size_t n)
 	if (!c || c->cap - c->used < n) {
 		size_t cap = n > 65536 ? n : 65536;
 		if (x->mem + cap > x->mem_limit)
-			jfail(x, -LYNN_EUNSUPPORTED, 0, 0, "working memory limit of %zu bytes reached",
-			      x->mem_limit);
+			jfail(x, -LYNN_EUNSUPPORTED, x->line, x->col,
+			      "working memory limit of %zu bytes reached", x->mem_limit);
 		c = malloc(sizeof *c + cap);
 		if (!c)
 			jfail(x, -LYNN_ENOMEM, 0, 0, "out of memory");
@@ -2121,7 +2122,6 @@ struct rs {
 	size_t max_output;
 	time_t now;
 	int ctl; /* 1 break, 2 continue */
-	int line, col; /* current node for error messages */
 };
 
 static _Noreturn void rfail(struct rs *R, const struct node *nd, int code, const char *fmt, ...)
@@ -2133,7 +2133,7 @@ static _Noreturn void rfail(struct rs *R, const struct node *nd, int code, const
 	va_start(ap, fmt);
 	vsnprintf(m, sizeof m, fmt, ap);
 	va_end(ap);
-	jfail(&R->x, code, nd ? nd->line : R->line, nd ? nd->col : R->col, "%s", m);
+	jfail(&R->x, code, nd ? nd->line : R->x.line, nd ? nd->col : R->x.col, "%s", m);
 }
 
 #define TFAIL(R, nd, ...) rfail(R, nd, -LYNN_EFORMAT, __VA_ARGS__)
@@ -3479,6 +3479,7 @@ static struct val str_format(struct rs *R, const struct node *nd, const struct j
 {
 	struct obuf o = { 0 };
 	size_t auto_i = 0;
+	int numbering = 0; /* 1 automatic, 2 manual: Python refuses to mix them */
 	for (size_t i = 0; i < s->len; i++) {
 		char c = s->d[i];
 		if (c == '{' && i + 1 < s->len && s->d[i + 1] == '{') {
@@ -3508,8 +3509,14 @@ static struct val str_format(struct rs *R, const struct node *nd, const struct j
 				fe = (size_t)(bang - s->d);
 			}
 			if (fe == i + 1) {
+				if (numbering == 2)
+					TFAIL(R, nd, "format: cannot switch from manual field specification to automatic field numbering");
+				numbering = 1;
 				v = arg_get(a, auto_i++, NULL);
 			} else if (isdigit((unsigned char)s->d[i + 1])) {
+				if (numbering == 1)
+					TFAIL(R, nd, "format: cannot switch from automatic field numbering to manual field specification");
+				numbering = 2;
 				v = arg_get(a, (size_t)strtoul(s->d + i + 1, NULL, 10), NULL);
 			} else {
 				char key[64];
@@ -3595,7 +3602,7 @@ static struct val call_str_method(struct rs *R, const struct node *nd, const str
 					break;
 				}
 		}
-		if (pos < 0 && (m[0] == 'i' || m[1] == 'i'))
+		if (pos < 0 && (!strcmp(m, "index") || !strcmp(m, "rindex")))
 			TFAIL(R, nd, "substring not found");
 		return vint(pos);
 	}
@@ -4079,9 +4086,29 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 	case F_CAPITALIZE:
 		v = to_str(R, &v);
 		return str_case(R, &v, CASE_CAP);
-	case F_TITLE:
+	case F_TITLE: {
+		/* Jinja2's do_title: split on runs of [-\s({\[<]; upper the first character of each
+		 * piece, lower the rest (not str.title) */
+		struct obuf o = { 0 };
+		bool start = true;
 		v = to_str(R, &v);
-		return str_case(R, &v, CASE_TITLE);
+		for (size_t i = 0; i < v.u.s->len;) {
+			uint32_t c, d;
+			char enc[4];
+			size_t k = u8_decode((const unsigned char *)v.u.s->d + i, v.u.s->len - i, &c);
+			bool sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || py_space(c);
+			if (sep)
+				d = c;
+			else if (start)
+				d = (uint32_t)utf8proc_toupper((utf8proc_int32_t)c);
+			else
+				d = (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
+			start = sep;
+			ob_put(R, &o, enc, u8_encode(d, enc));
+			i += k;
+		}
+		return ob_val(R, &o);
+	}
 	case F_LOWER:
 		v = to_str(R, &v);
 		return str_case(R, &v, CASE_LOWER);
@@ -4727,8 +4754,8 @@ static void exec_body(struct rs *R, struct frame *F, const struct nlist *body, s
 {
 	for (size_t i = 0; i < body->n && !R->ctl; i++) {
 		const struct node *s = body->v[i];
-		R->line = s->line;
-		R->col = s->col;
+		R->x.line = s->line;
+		R->x.col = s->col;
 		switch (s->k) {
 		case N_DATA:
 			ob_put(R, o, s->v.u.s->d, s->v.u.s->len);

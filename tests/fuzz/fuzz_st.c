@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (p < data || p + t->nbytes > data + size || lynn_st_find(f, t->name) != t)
 			abort();
 		if (t->nbytes) /* touch the first and last byte */
-			(void)(volatile uint8_t)(p[0] + p[t->nbytes - 1]);
+			(void)*(volatile const uint8_t *)&p[t->nbytes - 1];
 	}
 	for (int i = 0; i < lynn_st_n_metadata(f); i++) {
 		const char *k, *v;

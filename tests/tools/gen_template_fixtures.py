@@ -158,6 +158,24 @@ def context(conv):
     return ctx
 
 
+def gen_cases(env):
+    """Small templates pinning Python/Jinja2 semantics -> tests/fixtures/jinja_cases.json."""
+    sys.path.insert(0, HERE)
+    from jinja_cases import CASES
+    out = []
+    for name, text, ctx in CASES:
+        case = {"name": name, "template": text, "context": json.dumps(ctx, ensure_ascii=False)}
+        try:
+            case["output"] = env.from_string(text).render(**ctx)
+        except Exception as e:
+            case["error"] = "%s: %s" % (type(e).__name__, e)
+        out.append(case)
+    with open(os.path.join(ROOT, "tests", "fixtures", "jinja_cases.json"), "w", encoding="utf-8") as fp:
+        json.dump(out, fp, ensure_ascii=False, indent=1)
+        fp.write("\n")
+    print("semantic cases: %d (%d errors)" % (len(out), sum("error" in c for c in out)))
+
+
 def main():
     src = sys.argv[1] if len(sys.argv) > 1 else "/work/oracles/llama.cpp/models/templates"
     os.makedirs(FIX, exist_ok=True)
@@ -182,6 +200,7 @@ def main():
         for conv in CONVERSATIONS:
             fp.write(conv["name"] + "\n")
     env = make_env()
+    gen_cases(env)
     exp_root = os.path.join(FIX, "expected")
     shutil.rmtree(exp_root, ignore_errors=True)
     ok = err = 0
