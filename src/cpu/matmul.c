@@ -452,7 +452,7 @@ void lynn_cpu_delta_step(float *S, int dk, int dv, const float *k, const float *
 #if HAVE_X86
 	if (isa == LYNN_CPU_AUTO)
 		isa = lynn_cpu_best();
-	if (isa == LYNN_CPU_AVX2 && dv % 8 == 0 && dv <= 256 && lynn_cpu_has(LYNN_CPU_AVX2)) {
+	if (isa == LYNN_CPU_AVX2 && dv % 8 == 0 && dv <= 256) {
 		delta_avx2(S, dk, dv, k, q, v, beta, decay, o);
 		return;
 	}
