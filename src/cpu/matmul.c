@@ -27,8 +27,8 @@
 
 #define ROWS 4            /* weight rows per micro-tile */
 #define CHUNK 256         /* columns widened per tile (4 x 256 f32 = 4 KiB) */
-#define DECODE_MAX_TOK 3
-#define PF_DIST 4096      /* bytes of weights prefetched ahead when decoding */  /* up to this many tokens: in-register path */
+#define DECODE_MAX_TOK 3  /* up to this many tokens: in-register path */
+#define PF_DIST 4096      /* bytes of weights prefetched ahead when decoding */
 
 /* ===== scalar widening (kernel-local, inlined) ===== */
 
