@@ -11,7 +11,7 @@ qwen35moe-architecture.md §2.4, llama.cpp conversion/qwen.py): A_log ->
 *norm.weight gets +1 except linear_attn.norm.weight; gate_up_proj split into
 gate / up; V heads permuted from HF's grouped order to ggml's tiled order in
 the V rows of in_proj_qkv, in_proj_z/a/b rows, A_log, dt_bias, conv1d V
-channels and out_proj columns. Matrices keep their dtype (BF16 stays BF16);
+channels and out_proj columns. Matrices keep their dtype (BF16, F16 or F32);
 vectors are F32. No vocabulary is written (tokenizer model "none"): the
 benchmark and the parity check feed token ids.
 """
@@ -103,11 +103,14 @@ def main():
     w.add_array("qwen35moe.attention.recurrent_layers", [t == "linear_attention" for t in types])
     w.add_vocab_size(c["vocab_size"])
     w.add_tokenizer_model("none")
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16)
+    mdt = get("embed_tokens.weight")[0]
+    w.add_file_type({"BF16": gguf.LlamaFileType.MOSTLY_BF16, "F16": gguf.LlamaFileType.MOSTLY_F16}.get(mdt, gguf.LlamaFileType.ALL_F32))
 
     def put(name, dtype, a, vec=False):
-        if vec or dtype != "BF16":
-            w.add_tensor(name, np.ascontiguousarray(f32(dtype, a) if dtype == "BF16" else a.astype(np.float32)))
+        if vec or dtype == "F32":
+            w.add_tensor(name, np.ascontiguousarray(f32(dtype, a)))
+        elif dtype == "F16":
+            w.add_tensor(name, np.ascontiguousarray(a), raw_dtype=gguf.GGMLQuantizationType.F16)
         else:
             w.add_tensor(name, np.ascontiguousarray(a), raw_dtype=gguf.GGMLQuantizationType.BF16)
 
