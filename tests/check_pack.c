@@ -534,13 +534,13 @@ START_TEST(test_nvfp4)
 	write_nvfp4(p, NV_NAN_SCALE);
 	o = run_pack(TINY_MM_F32, dst, NULL);
 	ck_assert_int_eq(o.status, 1);
-	ASSERT_REASON(o, "weights", "'model.language_model.layers.2.mlp.experts.3.up_proj.weight_global_scale' = nan: scales must be finite and positive");
+	ASSERT_REASON(o, "weights", "'model.language_model.layers.2.mlp.experts.3.up_proj.weight_global_scale': scale nan is not finite and > 0");
 	pack_out_free(&o);
 
 	write_nvfp4(p, NV_NO_GLOBAL);
 	o = run_pack(TINY_MM_F32, dst, NULL);
 	ck_assert_int_eq(o.status, 1);
-	ASSERT_REASON(o, "weights", "'model.language_model.layers.2.mlp.experts.3.up_proj.weight_global_scale' is missing");
+	ASSERT_REASON(o, "weights", "missing tensor scale 'model.language_model.layers.2.mlp.experts.3.up_proj.weight_global_scale'");
 	pack_out_free(&o);
 
 	write_nvfp4(p, NV_BAD_BLOCK);
@@ -549,7 +549,7 @@ START_TEST(test_nvfp4)
 	pack_out_free(&o);
 	o = run_pack(TINY_MM_F32, dst, "--scan-scales");
 	ck_assert_int_eq(o.status, 1);
-	ASSERT_REASON(o, "weights", "up_proj.weight_scale'[5] = 0x7f");
+	ASSERT_REASON(o, "weights", "up_proj.weight_scale': block scale 5 is NaN (0x7f)");
 	pack_out_free(&o);
 	free(p);
 	rm_target(dst);

@@ -130,8 +130,9 @@ struct lynn_nvfp4_scan {
  * and check them: every companion present, dtypes U8/F8_E4M3/F32/F32, shapes
  * [(E,)N,K/2] / [(E,)N,K/16] / one value (per expert for 3-D), K % 16 == 0,
  * no block scale 0x7f/0xff (NaN), tensor and activation scales finite and
- * > 0, and activation scales on all linears or on none. With `check_data`
- * false the scale bytes are not read (headers only).
+ * > 0, and activation scales on all linears or on none. The tensor and
+ * activation scales (one value, or one per expert) are always read; with
+ * `check_data` false the block scales are not (headers only otherwise).
  * Problems are recorded in `out`, not returned: returns 0, or -LYNN_EFORMAT
  * when both conventions are mixed, -LYNN_ENOMEM. Release with
  * lynn_nvfp4_scan_free. */

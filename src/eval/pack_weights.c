@@ -5,10 +5,11 @@
  * each shard is opened on its own so one bad file does not hide the others,
  * and the index is checked against the shards both ways. Tensor names and
  * shapes follow transformers' Qwen3.5-MoE modules (docs/reference
- * qwen35moe-architecture.md §2); quantized companions follow
- * weight-formats.md §2.2 (NVFP4 compressed-tensors and ModelOpt) and §2.8
- * (block FP8). Only headers and per-tensor scales are read, unless
- * scan_scales asks for every NVFP4 block scale.
+ * qwen35moe-architecture.md §2). NVFP4 linears (compressed-tensors and
+ * ModelOpt, weight-formats.md §2.2) are checked by the rules of
+ * include/lynn/nvfp4.h (lynn_nvfp4_scan); this file only matches them to the
+ * config's shapes. Block FP8 follows §2.8. Only headers and per-tensor scales
+ * are read, unless scan_scales asks for every NVFP4 block scale.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include "lynn/config.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/nvfp4.h"
 #include "lynn/pack.h"
 #include "lynn/st.h"
 #include "lynn/util.h"
@@ -37,6 +39,8 @@ struct wctx {
 	const char *pfx;
 	bool scan;
 	int64_t n_checked, n_plain, n_quant[3];
+	struct lynn_nvfp4_scan nv; /* every NVFP4 linear, sorted by base */
+	bool nv_ok;                /* the scan ran (no mixed conventions) */
 };
 
 static const char *base_name(const char *p)
@@ -110,29 +114,6 @@ static void expect_plain(struct wctx *w, const char *name, int nd, int64_t d0, i
 	w->n_plain++;
 }
 
-/* A per-tensor scale: one finite positive value. */
-static void expect_scalar(struct wctx *w, const char *base, const char *suffix, bool required)
-{
-	char name[512];
-	const struct lynn_tensor *t;
-	float v;
-	snprintf(name, sizeof name, "%s.%s", base, suffix);
-	t = wfind(w, name);
-	if (!t) {
-		if (required)
-			pack_reason(w->g, "'%s.weight' is quantized but '%s' is missing", base, name);
-		return;
-	}
-	if (t->n_elems != 1 || !is_float(t->dtype)) {
-		pack_reason(w->g, "'%s': expected one F32 value, got %lld %s values", name,
-			    (long long)t->n_elems, lynn_dtype_name(t->dtype));
-		return;
-	}
-	lynn_convert_to_f32(t->dtype, t->data, &v, 1, NULL);
-	if (!isfinite(v) || !(v > 0))
-		pack_reason(w->g, "'%s' = %g: scales must be finite and positive", name, (double)v);
-}
-
 /* Every value of a small float scale tensor finite and positive. */
 static void check_scale_values(struct wctx *w, const struct lynn_tensor *t)
 {
@@ -150,46 +131,69 @@ static void check_scale_values(struct wctx *w, const struct lynn_tensor *t)
 	}
 }
 
-/* NVFP4 block scales, F8_E4M3: NaN codes (S.1111.111), negative or zero. */
-static void scan_block_scales(struct wctx *w, const struct lynn_tensor *t)
+static int cmp_linear(const void *a, const void *b)
 {
-	const uint8_t *p = t->data;
-	for (int64_t i = 0; i < t->n_elems; i++) {
-		uint8_t b = p[i];
-		if ((b & 0x7f) == 0x7f || (b & 0x80) || b == 0) {
-			pack_reason(w->g, "'%s'[%lld] = 0x%02x: block scales must be finite and positive",
-				    t->name, (long long)i, b);
-			return;
-		}
-	}
+	return strcmp(((const struct lynn_nvfp4_linear *)a)->base,
+		      ((const struct lynn_nvfp4_linear *)b)->base);
 }
 
-/* The NVFP4 pair shared by both producers: packed U8 [N, K/2] and F8_E4M3
- * block scales [N, K/16]. */
-static void expect_nvfp4(struct wctx *w, const char *base, const struct lynn_tensor *q,
-			 int64_t N, int64_t K)
+static const struct lynn_nvfp4_linear *nv_find(const struct wctx *w, const char *base)
 {
-	char name[512];
-	int64_t sq[2] = { N, K / 2 }, ss[2] = { N, K / 16 };
-	const struct lynn_tensor *s;
+	struct lynn_nvfp4_linear k;
+	if (!w->nv.n_linears || strlen(base) >= sizeof k.base)
+		return NULL;
+	strcpy(k.base, base);
+	return bsearch(&k, w->nv.linears, (size_t)w->nv.n_linears, sizeof k, cmp_linear);
+}
 
-	if (K % 16)
-		pack_reason(w->g, "'%s': NVFP4 needs the input size %lld to be a multiple of 16",
-			    q->name, (long long)K);
-	if (!same_shape(q, 2, sq))
-		bad_shape(w, q, 2, sq, "for packed 4-bit weights");
-	snprintf(name, sizeof name, "%s.weight_scale", base);
-	s = wfind(w, name);
-	if (!s) {
-		pack_reason(w->g, "'%s' is quantized but '%s' is missing", q->name, name);
+/* Run the NVFP4 rules over every tensor of every file; their problems
+ * (companions, dtypes, scale shapes and values) become the gate's reasons. */
+static void nv_scan(struct wctx *w)
+{
+	struct lynn_err err;
+	const struct lynn_tensor **ts;
+	int64_t n = 0;
+
+	for (int i = 0; i < w->n_files; i++)
+		n += lynn_st_n_tensors(w->files[i]);
+	ts = calloc((size_t)n + 1, sizeof *ts);
+	if (!ts) {
+		pack_reason(w->g, "out of memory");
 		return;
 	}
-	if (s->dtype != LYNN_DTYPE_F8_E4M3)
-		pack_reason(w->g, "'%s': dtype %s, expected F8_E4M3", name, lynn_dtype_name(s->dtype));
-	else if (!same_shape(s, 2, ss))
-		bad_shape(w, s, 2, ss, "(one scale per 16 inputs)");
-	else if (w->scan)
-		scan_block_scales(w, s);
+	n = 0;
+	for (int i = 0; i < w->n_files; i++)
+		for (int64_t j = 0; j < lynn_st_n_tensors(w->files[i]); j++)
+			ts[n++] = lynn_st_tensor(w->files[i], j);
+	if (lynn_nvfp4_scan(ts, n, w->scan, &w->nv, &err) < 0) {
+		pack_reason(w->g, "%s", err.msg);
+	} else {
+		int64_t shown = LYNN_MIN(w->nv.n_problems, (int64_t)(sizeof w->nv.problems /
+								     sizeof w->nv.problems[0]));
+		w->nv_ok = true;
+		if (w->nv.n_linears)
+			qsort(w->nv.linears, (size_t)w->nv.n_linears, sizeof *w->nv.linears,
+			      cmp_linear);
+		for (int64_t i = 0; i < shown; i++)
+			pack_reason(w->g, "%s", w->nv.problems[i]);
+		if (w->nv.n_problems > shown)
+			pack_reason(w->g, "nvfp4: ... and %lld more NVFP4 problems",
+				    (long long)(w->nv.n_problems - shown));
+	}
+	free(ts);
+}
+
+/* An NVFP4 linear against the config: [E,] N, K. Its own rules were checked
+ * by nv_scan. */
+static void expect_nvfp4(struct wctx *w, const struct lynn_nvfp4_linear *L, int64_t E,
+			 int64_t N, int64_t K)
+{
+	int64_t s[3] = { E, N, K / 2 };
+	const int nd = E ? 3 : 2;
+
+	if (L->n_experts != E || L->n != N || L->k != K)
+		bad_shape(w, L->weight, nd, E ? s : s + 1, "for packed 4-bit weights");
+	w->n_quant[w->nv.format == LYNN_NVFP4_CT ? 0 : 1]++;
 }
 
 /* A linear layer's weight [N, K]: plain float, block FP8, or NVFP4 in either
@@ -199,6 +203,7 @@ static void expect_linear(struct wctx *w, const char *base, int64_t N, int64_t K
 	char name[512];
 	int64_t s[2] = { N, K };
 	const struct lynn_tensor *t;
+	const struct lynn_nvfp4_linear *L;
 
 	w->n_checked++;
 	snprintf(name, sizeof name, "%s.weight", base);
@@ -232,11 +237,14 @@ static void expect_linear(struct wctx *w, const char *base, int64_t N, int64_t K
 		w->n_quant[2]++;
 		return;
 	}
-	if (t && t->dtype == LYNN_DTYPE_U8) { /* ModelOpt NVFP4 */
-		expect_nvfp4(w, base, t, N, K);
-		expect_scalar(w, base, "weight_scale_2", true);
-		expect_scalar(w, base, "input_scale", false);
-		w->n_quant[1]++;
+	if ((L = nv_find(w, base))) { /* NVFP4, either convention */
+		expect_nvfp4(w, L, 0, N, K);
+		return;
+	}
+	if (t && t->dtype == LYNN_DTYPE_U8) {
+		if (w->nv_ok) /* otherwise the scan's error says why */
+			pack_reason(w->g, "'%s': dtype U8 but no NVFP4 companions ('%s.weight_scale', '%s.weight_scale_2')",
+				    t->name, base, base);
 		return;
 	}
 	if (t) {
@@ -245,17 +253,8 @@ static void expect_linear(struct wctx *w, const char *base, int64_t N, int64_t K
 		return;
 	}
 	snprintf(name, sizeof name, "%s.weight_packed", base);
-	t = wfind(w, name);
-	if (t) { /* compressed-tensors NVFP4 */
-		if (t->dtype != LYNN_DTYPE_U8)
-			pack_reason(w->g, "'%s': dtype %s, expected U8", name, lynn_dtype_name(t->dtype));
-		else
-			expect_nvfp4(w, base, t, N, K);
-		expect_scalar(w, base, "weight_global_scale", true);
-		expect_scalar(w, base, "input_global_scale", false);
-		w->n_quant[0]++;
+	if (wfind(w, name)) /* not grouped: the scan's error says why */
 		return;
-	}
 	pack_reason(w->g, "missing tensor '%s.weight'", base);
 }
 
@@ -300,6 +299,17 @@ static void expect_layer(struct wctx *w, const struct lynn_config *c, int i)
 	if (wfind(w, P("mlp.experts.gate_up_proj"))) { /* fused 3-D, as released */
 		expect_plain(w, P("mlp.experts.gate_up_proj"), 3, E, 2 * I, H);
 		expect_plain(w, P("mlp.experts.down_proj"), 3, E, H, I);
+		return;
+	}
+	if (nv_find(w, P("mlp.experts.gate_up_proj"))) { /* fused 3-D NVFP4 */
+		const struct lynn_nvfp4_linear *L;
+		w->n_checked += 2;
+		expect_nvfp4(w, nv_find(w, P("mlp.experts.gate_up_proj")), E, 2 * I, H);
+		if ((L = nv_find(w, P("mlp.experts.down_proj"))))
+			expect_nvfp4(w, L, E, H, I);
+		else
+			pack_reason(w->g, "layer %d: fused NVFP4 experts without '%smlp.experts.down_proj'",
+				    i, b);
 		return;
 	}
 	if (wfind(w, P("mlp.experts.gate_up_proj_packed")) ||
@@ -546,6 +556,7 @@ bool lynn_pack_gate_weights(const char *dir, bool scan_scales, cJSON *gate)
 		cJSON_AddStringToObject(gate, "layout", w.n_files ? "shards without an index" : "none");
 	}
 	check_unique(&w);
+	nv_scan(&w);
 	for (int i = 0; i < w.n_files; i++)
 		n_tensors += lynn_st_n_tensors(w.files[i]);
 
@@ -594,6 +605,7 @@ bool lynn_pack_gate_weights(const char *dir, bool scan_scales, cJSON *gate)
 		lynn_config_release(&cfg);
 	}
 	pass = pack_gate_finish(&g);
+	lynn_nvfp4_scan_free(&w.nv);
 	for (int i = 0; i < w.n_files; i++)
 		lynn_st_close(w.files[i]);
 	free(w.files);

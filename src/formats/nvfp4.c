@@ -267,8 +267,10 @@ static bool scalar_shape(const struct lynn_tensor *t, int64_t n_experts)
 	return t->n_elems == n_experts && (t->n_dims == 1 || (t->n_dims == 2 && t->shape[1] == 1));
 }
 
+/* Tensor and activation scales: one value (or one per expert), so their
+ * values are always read. */
 static void check_f32_scale(struct lynn_nvfp4_scan *s, const char *base,
-			    const struct lynn_tensor *t, int64_t n_experts, bool check_data)
+			    const struct lynn_tensor *t, int64_t n_experts)
 {
 	if (t->dtype != LYNN_DTYPE_F32) {
 		problem(s, "nvfp4: '%s': dtype %s, expected F32", t->name, lynn_dtype_name(t->dtype));
@@ -279,7 +281,7 @@ static void check_f32_scale(struct lynn_nvfp4_scan *s, const char *base,
 			(long long)t->n_elems, (long long)(n_experts ? n_experts : 1));
 		return;
 	}
-	if (!check_data)
+	if (!t->data)
 		return;
 	for (int64_t i = 0; i < t->n_elems; i++) {
 		float v;
@@ -338,9 +340,9 @@ static void check_linear(struct lynn_nvfp4_scan *s, struct lynn_nvfp4_linear *L,
 		problem(s, "nvfp4: '%s': missing tensor scale '%s.%s'", L->base, L->base,
 			lynn_nvfp4_suffixes(s->format)->global);
 	else
-		check_f32_scale(s, L->base, L->global, e, check_data);
+		check_f32_scale(s, L->base, L->global, e);
 	if (L->input)
-		check_f32_scale(s, L->base, L->input, e, check_data);
+		check_f32_scale(s, L->base, L->input, e);
 }
 
 int lynn_nvfp4_scan(const struct lynn_tensor *const *ts, int64_t n, bool check_data,
