@@ -1,5 +1,6 @@
 /*
- * util.h - small shared helpers: sizes, id lists, edit distance.
+ * util.h - small shared helpers: sizes, id lists, edit distance, a name ->
+ * index hash table.
  */
 #ifndef LYNN_UTIL_H
 #define LYNN_UTIL_H
@@ -23,5 +24,25 @@ int lynn_edit_distance(const char *a, const char *b);
 #define LYNN_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define LYNN_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define LYNN_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A name -> index hash table (open addressing) over indices into the
+ * owner's array; the owner supplies each entry's name through
+ * name_of(ctx, i) and keeps the names alive while the index is used. */
+struct lynn_name_index {
+	int64_t *slots; /* -1 = empty; owned, freed by lynn_name_index_release */
+	size_t mask;
+	const char *(*name_of)(const void *ctx, int64_t i);
+	const void *ctx;
+};
+
+/* Room for n names. Returns 0 or -1 (out of memory). */
+int lynn_name_index_init(struct lynn_name_index *ix, size_t n,
+			 const char *(*name_of)(const void *ctx, int64_t i), const void *ctx);
+void lynn_name_index_release(struct lynn_name_index *ix);
+/* Insert entry i; if the name is already present, returns the earlier index
+ * and inserts nothing, else -1. */
+int64_t lynn_name_index_put(struct lynn_name_index *ix, int64_t i);
+/* Index of `name`, or -1 (also on a zeroed, never initialized index). */
+int64_t lynn_name_index_get(const struct lynn_name_index *ix, const char *name);
 
 #endif

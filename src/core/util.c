@@ -1,4 +1,4 @@
-/* util.c - sizes, id lists, edit distance (include/lynn/util.h). */
+/* util.c - sizes, id lists, edit distance, name index (include/lynn/util.h). */
 #include "lynn/util.h"
 
 #include <ctype.h>
@@ -99,4 +99,64 @@ int lynn_edit_distance(const char *a, const char *b)
 		}
 	}
 	return row[lb];
+}
+
+/* ===== name index ===== */
+
+static uint64_t hash_name(const char *s)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h;
+}
+
+int lynn_name_index_init(struct lynn_name_index *ix, size_t n,
+			 const char *(*name_of)(const void *ctx, int64_t i), const void *ctx)
+{
+	size_t cap = 16;
+	while (cap < 2 * n + 1)
+		cap <<= 1;
+	ix->slots = malloc(cap * sizeof *ix->slots);
+	if (!ix->slots)
+		return -1;
+	for (size_t i = 0; i < cap; i++)
+		ix->slots[i] = -1;
+	ix->mask = cap - 1;
+	ix->name_of = name_of;
+	ix->ctx = ctx;
+	return 0;
+}
+
+void lynn_name_index_release(struct lynn_name_index *ix)
+{
+	free(ix->slots);
+	ix->slots = NULL;
+}
+
+int64_t lynn_name_index_put(struct lynn_name_index *ix, int64_t i)
+{
+	const char *name = ix->name_of(ix->ctx, i);
+	size_t h = (size_t)hash_name(name) & ix->mask;
+	while (ix->slots[h] >= 0) {
+		if (!strcmp(ix->name_of(ix->ctx, ix->slots[h]), name))
+			return ix->slots[h];
+		h = (h + 1) & ix->mask;
+	}
+	ix->slots[h] = i;
+	return -1;
+}
+
+int64_t lynn_name_index_get(const struct lynn_name_index *ix, const char *name)
+{
+	size_t h;
+	if (!ix->slots)
+		return -1;
+	h = (size_t)hash_name(name) & ix->mask;
+	while (ix->slots[h] >= 0) {
+		if (!strcmp(ix->name_of(ix->ctx, ix->slots[h]), name))
+			return ix->slots[h];
+		h = (h + 1) & ix->mask;
+	}
+	return -1;
 }

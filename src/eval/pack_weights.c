@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include "eval/pack_internal.h"
-#include "formats/st_internal.h"
 #include "lynn/config.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"

@@ -4,7 +4,7 @@
  *
  * Similarity comes from score.h (lynn_similarity: sacreBLEU chrF and the
  * SPEC §6 ROUGE-L); the UTF-8 decoding and Unicode classes are score's
- * (score_internal.h), so quality and similarity see the same characters.
+ * (lynn/utf8.h), so quality and similarity see the same characters.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -23,8 +23,8 @@
 #include "lynn/progress.h"
 #include "lynn/quant_verify.h"
 #include "lynn/score.h"
+#include "lynn/utf8.h"
 #include "lynn/util.h"
-#include "score/score_internal.h"
 
 #define QV_MAX_FILE (256u << 20) /* prompts / outputs files larger than this are refused */
 #define QV_MAX_ITEMS 100000
@@ -475,7 +475,7 @@ static ssize_t find_repeat_cp(const uint32_t *cp, size_t n, size_t *L_out)
 				continue;
 			bool letter = false;
 			for (size_t k = 0; k < L && !letter; k++)
-				letter = uc_is_letter(cp[i + k]);
+				letter = lynn_uc_is_letter(cp[i + k]);
 			if (letter) {
 				*L_out = L;
 				return (ssize_t)i;
@@ -558,7 +558,7 @@ static void cp_excerpt(const uint32_t *cp, size_t n, char *out, size_t cap)
 		uint32_t c = cp[i];
 		if (c < 0x20 || c == '"' || c == '\\')
 			c = '?';
-		o += (size_t)utf8_put(c, out + o);
+		o += (size_t)lynn_utf8_put(c, out + o);
 	}
 	out[o] = 0;
 }
@@ -599,11 +599,11 @@ int lynn_qv_quality_check(const char *text, size_t len, const char *const *ancho
 	cp = malloc((len + 1) * sizeof(*cp));
 	if (!cp)
 		return lynn_errf(err, -LYNN_ENOMEM, "quant-verify: out of memory");
-	n = utf8_decode(text, len, cp);
+	n = lynn_utf8_decode(text, len, cp);
 	b = n;
-	while (a < b && py_isspace(cp[a]))
+	while (a < b && lynn_uc_isspace(cp[a]))
 		a++;
-	while (b > a && py_isspace(cp[b - 1]))
+	while (b > a && lynn_uc_isspace(cp[b - 1]))
 		b--;
 	const uint32_t *c = cp + a;
 	n = b - a;
@@ -650,7 +650,7 @@ int lynn_qv_quality_check(const char *text, size_t len, const char *const *ancho
 
 	for (size_t i = 0, run = 1; i < n; i++) {
 		run = (i && c[i] == c[i - 1]) ? run + 1 : 1;
-		if (run >= LYNN_QV_CHAR_RUN && !py_isspace(c[i]) && !is_ascii_digit(c[i])) {
+		if (run >= LYNN_QV_CHAR_RUN && !lynn_uc_isspace(c[i]) && !is_ascii_digit(c[i])) {
 			char ex[8];
 			cp_excerpt(c + i, 1, ex, sizeof(ex));
 			fail_check(out, LYNN_QV_CHAR_RUN_CHECK, "\"%s\" %d+ times in a row at char %zu", ex,

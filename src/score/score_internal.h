@@ -1,6 +1,6 @@
 /*
- * score_internal.h - shared by src/score: UTF-8 decoding with Python's
- * character classes, the scratch context, small hash helpers.
+ * score_internal.h - shared by src/score: short names for lynn/utf8.h, the
+ * scratch context, small hash helpers.
  */
 #ifndef LYNN_SCORE_INTERNAL_H
 #define LYNN_SCORE_INTERNAL_H
@@ -11,6 +11,7 @@
 
 #include "lynn/err.h"
 #include "lynn/score.h"
+#include "lynn/utf8.h"
 
 /* Scratch slots of a context: each is one growable buffer. */
 enum score_slot {
@@ -34,28 +35,20 @@ void *score_buf(struct lynn_score_ctx *ctx, enum score_slot slot, size_t bytes,
 struct lynn_score_ctx *score_ctx_get(struct lynn_score_ctx *ctx, struct lynn_score_ctx *tmp);
 void score_ctx_done(struct lynn_score_ctx *used, struct lynn_score_ctx *tmp);
 
-/* Decode one code point at s[*i] (i < len), advancing *i. A malformed
- * sequence (its maximal valid prefix) decodes to one U+FFFD. */
-uint32_t utf8_next(const unsigned char *s, size_t len, size_t *i);
-/* Decode all of s into cps (capacity ≥ len). Returns the count. */
-size_t utf8_decode(const char *s, size_t len, uint32_t *cps);
-/* Encode one code point; returns bytes written (1..4) to out[4]. */
-int utf8_put(uint32_t cp, char *out);
-
-/* Python str.isspace() (Unicode 14): bidi WS/B/S or category Zs. */
-bool py_isspace_nonascii(uint32_t cp);
-static inline bool py_isspace(uint32_t c)
+/* Short names used across src/score for include/lynn/utf8.h. */
+static inline uint32_t utf8_next(const unsigned char *s, size_t len, size_t *i)
 {
-	if (c < 0x80)
-		return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
-	return py_isspace_nonascii(c);
+	return lynn_utf8_next(s, len, i);
 }
-/* Python re \d (str pattern): Unicode category Nd. */
-bool py_isdecimal(uint32_t cp);
-/* Unicode general category L* (letters). */
-bool uc_is_letter(uint32_t cp);
-/* Script=Latin (Unicode 14 Scripts.txt). */
-bool uc_is_latin(uint32_t cp);
+static inline size_t utf8_decode(const char *s, size_t len, uint32_t *cps)
+{
+	return lynn_utf8_decode(s, len, cps);
+}
+static inline int utf8_put(uint32_t cp, char *out) { return lynn_utf8_put(cp, out); }
+static inline bool py_isspace(uint32_t c) { return lynn_uc_isspace(c); }
+static inline bool py_isdecimal(uint32_t c) { return lynn_uc_isdecimal(c); }
+static inline bool uc_is_letter(uint32_t c) { return lynn_uc_is_letter(c); }
+static inline bool uc_is_latin(uint32_t c) { return lynn_uc_is_latin(c); }
 /* U+4E00..U+9FFF, the toolkit's "CJK" class [一-鿿]. */
 static inline bool is_cjk_basic(uint32_t c) { return c >= 0x4E00 && c <= 0x9FFF; }
 
