@@ -334,6 +334,15 @@ int hub_http(struct hub_client *c, const struct hub_req *rq, struct hub_resp *rs
 	return 0; /* a transient status after the last try: the caller reports it */
 }
 
+int hub_http_ok(struct hub_client *c, const struct hub_req *rq, struct hub_resp *rs,
+		struct lynn_err *err)
+{
+	int rc = hub_http(c, rq, rs, HUB_RETRY_TRANSIENT, err);
+	if (rc || (rs->status >= 200 && rs->status < 300))
+		return rc;
+	return hub_status_error(c, rq, rs, err);
+}
+
 int hub_status_error(const struct hub_client *c, const struct hub_req *rq,
 		     const struct hub_resp *rs, struct lynn_err *err)
 {

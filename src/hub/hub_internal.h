@@ -76,6 +76,10 @@ void hub_resp_release(struct hub_resp *rs);
  * try (message names the method and the URL path). */
 int hub_http(struct hub_client *c, const struct hub_req *rq, struct hub_resp *rs,
 	     enum hub_retry retry, struct lynn_err *err);
+/* hub_http with transient retries, then a non-2xx status turned into an
+ * error by hub_status_error. */
+int hub_http_ok(struct hub_client *c, const struct hub_req *rq, struct hub_resp *rs,
+		struct lynn_err *err);
 /* Sleep for the retry after `attempt` failures (or Retry-After seconds). */
 void hub_backoff(const struct hub_client *c, int attempt, double retry_after);
 /* Turn a non-2xx response into an error (401/403 -> -LYNN_EAUTH naming the
@@ -206,6 +210,17 @@ int hub_ms_push(struct hub_job *j, struct lynn_err *err);
 int hub_hf_push(struct hub_job *j, struct lynn_err *err);
 /* Shared by both: hash every file (streamed, parallel, with progress). */
 int hub_hash_files(struct hub_job *j, struct lynn_err *err);
+/* The LFS files still to upload, one per distinct blob (later copies get
+ * `dup`): their indices into j->files go to idx (room for j->n). Returns
+ * the count. */
+size_t hub_lfs_pending(struct hub_job *j, size_t *idx);
+/* Send one LFS batch request `rq` (its body built by the caller) for the
+ * files idx[0..m) whose oids and sizes are given, parse the reply (`ms`
+ * selects the form, see hub_parse_lfs_batch) into acts[0..m) and move each
+ * action into its file. */
+int hub_lfs_batch_send(struct hub_job *j, const struct hub_req *rq, bool ms,
+		       const size_t *idx, size_t m, const char *const *oids,
+		       const uint64_t *sizes, struct hub_action *acts, struct lynn_err *err);
 /* Upload every file with a pending action, on opts->connections threads. */
 int hub_upload_blobs(struct hub_job *j, struct lynn_err *err);
 /* Read a whole (small) file for inline commit content. */

@@ -120,13 +120,9 @@ static int hf_preupload(struct hub_job *j, const size_t *idx, size_t n, bool app
 			goto oom;
 		rq.body = body;
 		rq.body_len = strlen(body);
-		rc = hub_http(j->c, &rq, &rs, HUB_RETRY_TRANSIENT, err);
+		rc = hub_http_ok(j->c, &rq, &rs, err);
 		if (rc)
 			goto out;
-		if (rs.status < 200 || rs.status >= 300) {
-			rc = hub_status_error(j->c, &rq, &rs, err);
-			goto out;
-		}
 		rc = hub_hf_parse_preupload(rs.body.data, rs.body.len, m, paths, lfs, ign, oid, err);
 		if (rc) {
 			rc = hub_reply_error(err, rc);
@@ -185,7 +181,6 @@ static int hf_lfs_batch(struct hub_job *j, struct lynn_err *err)
 	const char **oids = calloc(HF_BATCH_OIDS, sizeof *oids);
 	uint64_t *sizes = calloc(HF_BATCH_OIDS, sizeof *sizes);
 	struct hub_action *acts = calloc(HF_BATCH_OIDS, sizeof *acts);
-	struct hub_resp rs = { 0 };
 	char *url = NULL, *body = NULL;
 	cJSON *o = NULL;
 	int rc = 0;
@@ -196,16 +191,7 @@ static int hf_lfs_batch(struct hub_job *j, struct lynn_err *err)
 		rc = lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < j->n; i++) {
-		struct hub_file *f = &j->files[i];
-		if (f->unchanged || !f->lfs)
-			continue;
-		for (size_t k = 0; k < n && !f->dup; k++)
-			if (!strcmp(j->files[idx[k]].sha256, f->sha256))
-				f->dup = true;
-		if (!f->dup)
-			idx[n++] = i;
-	}
+	n = hub_lfs_pending(j, idx);
 	for (size_t s = 0; s < n; s += HF_BATCH_OIDS) {
 		size_t m = LYNN_MIN(n - s, (size_t)HF_BATCH_OIDS);
 		struct hub_req rq = { .method = "POST", .url = url, .auth = true,
@@ -239,25 +225,9 @@ static int hf_lfs_batch(struct hub_job *j, struct lynn_err *err)
 			goto oom;
 		rq.body = body;
 		rq.body_len = strlen(body);
-		rc = hub_http(j->c, &rq, &rs, HUB_RETRY_TRANSIENT, err);
+		rc = hub_lfs_batch_send(j, &rq, false, idx + s, m, oids, sizes, acts, err);
 		if (rc)
 			goto out;
-		if (rs.status < 200 || rs.status >= 300) {
-			rc = hub_status_error(j->c, &rq, &rs, err);
-			goto out;
-		}
-		rc = hub_parse_lfs_batch(false, rs.body.data, rs.body.len, m, oids, sizes, acts, err);
-		if (rc) {
-			rc = hub_reply_error(err, rc);
-			goto out;
-		}
-		for (size_t k = 0; k < m; k++) {
-			struct hub_file *f = &j->files[idx[s + k]];
-			f->act = acts[k];
-			memset(&acts[k], 0, sizeof acts[k]);
-			if (f->act.kind == HUB_XFER_NONE)
-				j->res->n_blobs_present++;
-		}
 		free(body);
 		body = NULL;
 		cJSON_Delete(o);
@@ -274,7 +244,6 @@ out:
 	free(oids);
 	free(sizes);
 	free(acts);
-	hub_resp_release(&rs);
 	return rc;
 }
 

@@ -255,7 +255,6 @@ static int ms_lfs_check(struct hub_job *j, struct lynn_err *err)
 	const char **oids = calloc(MS_BATCH_OIDS, sizeof *oids);
 	uint64_t *sizes = calloc(MS_BATCH_OIDS, sizeof *sizes);
 	struct hub_action *acts = calloc(MS_BATCH_OIDS, sizeof *acts);
-	struct hub_resp rs = { 0 };
 	struct lynn_buf body = LYNN_BUF_INIT;
 	char *url = NULL;
 	int rc = 0;
@@ -267,17 +266,7 @@ static int ms_lfs_check(struct hub_job *j, struct lynn_err *err)
 		rc = lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
 		goto out;
 	}
-	/* one request per distinct blob */
-	for (size_t i = 0; i < j->n; i++) {
-		struct hub_file *f = &j->files[i];
-		if (f->unchanged || !f->lfs)
-			continue;
-		for (size_t k = 0; k < n && !f->dup; k++)
-			if (!strcmp(j->files[idx[k]].sha256, f->sha256))
-				f->dup = true;
-		if (!f->dup)
-			idx[n++] = i;
-	}
+	n = hub_lfs_pending(j, idx); /* one request per distinct blob */
 	for (size_t s = 0; s < n; s += MS_BATCH_OIDS) {
 		size_t m = LYNN_MIN(n - s, (size_t)MS_BATCH_OIDS);
 		struct hub_req rq = { .method = "POST", .url = url, .auth = true,
@@ -297,25 +286,9 @@ static int ms_lfs_check(struct hub_job *j, struct lynn_err *err)
 		}
 		rq.body = body.data;
 		rq.body_len = body.len;
-		rc = hub_http(j->c, &rq, &rs, HUB_RETRY_TRANSIENT, err);
+		rc = hub_lfs_batch_send(j, &rq, true, idx + s, m, oids, sizes, acts, err);
 		if (rc)
 			goto out;
-		if (rs.status < 200 || rs.status >= 300) {
-			rc = hub_status_error(j->c, &rq, &rs, err);
-			goto out;
-		}
-		rc = hub_parse_lfs_batch(true, rs.body.data, rs.body.len, m, oids, sizes, acts, err);
-		if (rc) {
-			rc = hub_reply_error(err, rc);
-			goto out;
-		}
-		for (size_t k = 0; k < m; k++) {
-			struct hub_file *f = &j->files[idx[s + k]];
-			f->act = acts[k];
-			memset(&acts[k], 0, sizeof acts[k]);
-			if (f->act.kind == HUB_XFER_NONE)
-				j->res->n_blobs_present++;
-		}
 	}
 out:
 	free(url);
@@ -324,7 +297,6 @@ out:
 	free(sizes);
 	free(acts);
 	lynn_buf_release(&body);
-	hub_resp_release(&rs);
 	return rc;
 }
 

@@ -409,14 +409,6 @@ struct up_ctx {
 	struct lynn_err err;
 };
 
-static int expect_2xx(struct hub_client *c, const struct hub_req *rq, struct hub_resp *rs,
-		      struct lynn_err *err)
-{
-	if (rs->status >= 200 && rs->status < 300)
-		return 0;
-	return hub_status_error(c, rq, rs, err);
-}
-
 static int upload_one(struct hub_job *j, struct hub_file *f, struct lynn_err *err)
 {
 	struct hub_client *c = j->c;
@@ -434,9 +426,7 @@ static int upload_one(struct hub_job *j, struct hub_file *f, struct lynn_err *er
 				      .content_type = "application/octet-stream",
 				      .file = f->local, .file_off = 0, .file_len = f->size,
 				      .count_upload = true };
-		rc = hub_http(c, &rq, &rs, HUB_RETRY_TRANSIENT, err);
-		if (!rc)
-			rc = expect_2xx(c, &rq, &rs, err);
+		rc = hub_http_ok(c, &rq, &rs, err);
 		if (rc)
 			goto out;
 	} else if (a->kind == HUB_XFER_MULTIPART) {
@@ -449,9 +439,7 @@ static int upload_one(struct hub_job *j, struct hub_file *f, struct lynn_err *er
 					      .count_upload = true };
 			cJSON *et;
 			char *ets;
-			rc = hub_http(c, &rq, &rs, HUB_RETRY_TRANSIENT, err);
-			if (!rc)
-				rc = expect_2xx(c, &rq, &rs, err);
+			rc = hub_http_ok(c, &rq, &rs, err);
 			if (rc)
 				goto out;
 			if (!rs.etag[0]) {
@@ -482,9 +470,7 @@ static int upload_one(struct hub_job *j, struct hub_file *f, struct lynn_err *er
 					      .content_type = "application/vnd.git-lfs+json",
 					      .accept = "application/vnd.git-lfs+json",
 					      .body = body.data, .body_len = body.len };
-			rc = hub_http(c, &rq, &rs, HUB_RETRY_TRANSIENT, err);
-			if (!rc)
-				rc = expect_2xx(c, &rq, &rs, err);
+			rc = hub_http_ok(c, &rq, &rs, err);
 			if (rc)
 				goto out;
 		}
@@ -498,9 +484,7 @@ static int upload_one(struct hub_job *j, struct hub_file *f, struct lynn_err *er
 				      .content_type = "application/vnd.git-lfs+json",
 				      .accept = "application/vnd.git-lfs+json", .body = vb,
 				      .body_len = (size_t)k };
-		rc = hub_http(c, &rq, &rs, HUB_RETRY_TRANSIENT, err);
-		if (!rc)
-			rc = expect_2xx(c, &rq, &rs, err);
+		rc = hub_http_ok(c, &rq, &rs, err);
 		if (rc)
 			goto out;
 	}
@@ -525,6 +509,47 @@ static void upload_item(void *ud, int64_t i, int tid)
 		atomic_store(&u->failed, 1);
 		pthread_mutex_unlock(&u->mu);
 	}
+}
+
+size_t hub_lfs_pending(struct hub_job *j, size_t *idx)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < j->n; i++) {
+		struct hub_file *f = &j->files[i];
+		if (f->unchanged || !f->lfs)
+			continue;
+		for (size_t k = 0; k < n && !f->dup; k++)
+			if (!strcmp(j->files[idx[k]].sha256, f->sha256))
+				f->dup = true;
+		if (!f->dup)
+			idx[n++] = i;
+	}
+	return n;
+}
+
+int hub_lfs_batch_send(struct hub_job *j, const struct hub_req *rq, bool ms,
+		       const size_t *idx, size_t m, const char *const *oids,
+		       const uint64_t *sizes, struct hub_action *acts, struct lynn_err *err)
+{
+	struct hub_resp rs = { 0 };
+	int rc = hub_http_ok(j->c, rq, &rs, err);
+	if (rc)
+		goto out;
+	rc = hub_parse_lfs_batch(ms, rs.body.data, rs.body.len, m, oids, sizes, acts, err);
+	if (rc) {
+		rc = hub_reply_error(err, rc);
+		goto out;
+	}
+	for (size_t k = 0; k < m; k++) {
+		struct hub_file *f = &j->files[idx[k]];
+		f->act = acts[k];
+		memset(&acts[k], 0, sizeof acts[k]);
+		if (f->act.kind == HUB_XFER_NONE)
+			j->res->n_blobs_present++;
+	}
+out:
+	hub_resp_release(&rs);
+	return rc;
 }
 
 int hub_upload_blobs(struct hub_job *j, struct lynn_err *err)
