@@ -46,6 +46,9 @@ bool lynn_dir_exists(const char *path);
 int64_t lynn_file_size(const char *path, struct lynn_err *err);
 /* Join folder and name into a fresh heap string ("dir/name"). Caller frees. */
 char *lynn_path_join(const char *dir, const char *name);
+/* The last component of a path: what follows the last '/' (a pointer into
+ * `path`), or path itself when it has none. */
+const char *lynn_path_base(const char *path);
 
 /* ===== Atomic file writes ===== */
 struct lynn_afile {

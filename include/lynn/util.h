@@ -5,6 +5,7 @@
 #ifndef LYNN_UTIL_H
 #define LYNN_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,9 @@ int lynn_parse_size(const char *s, uint64_t *out, struct lynn_err *err);
 /* Parse a list of integers separated by spaces or commas ("1 2 3").
  * Caller frees *ids. */
 int lynn_parse_ids(const char *s, int32_t **ids, size_t *n, struct lynn_err *err);
+
+/* Does s end with suffix? */
+bool lynn_str_ends_with(const char *s, const char *suffix);
 
 /* Levenshtein distance between two short ASCII strings. */
 int lynn_edit_distance(const char *a, const char *b);

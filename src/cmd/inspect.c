@@ -178,12 +178,6 @@ static void gather(struct info *in)
 
 /* ===== printing ===== */
 
-static const char *base_name(const char *p)
-{
-	const char *s = strrchr(p, '/');
-	return s ? s + 1 : p;
-}
-
 static void human_bytes(uint64_t b, char *buf, size_t cap)
 {
 	if (b >= 1000000000ull)
@@ -227,7 +221,7 @@ static void print_text(const struct info *in, const char *path, bool tensors)
 	printf("format:        safetensors, %d file%s%s%s\n", lynn_ckpt_n_files(c),
 	       lynn_ckpt_n_files(c) == 1 ? "" : "s",
 	       lynn_ckpt_index_path(c) ? " + " : "",
-	       lynn_ckpt_index_path(c) ? base_name(lynn_ckpt_index_path(c)) : "");
+	       lynn_ckpt_index_path(c) ? lynn_path_base(lynn_ckpt_index_path(c)) : "");
 	printf("architecture:  %s", in->arch[0] ? in->arch : "unknown (no config.json)");
 	if (in->model_type[0])
 		printf(" (model_type %s)", in->model_type);
@@ -291,7 +285,7 @@ static void print_text(const struct info *in, const char *path, bool tensors)
 	for (int i = 0; i < lynn_ckpt_n_files(c); i++) {
 		const struct lynn_st_file *f = lynn_ckpt_st(c, i);
 		human_bytes(lynn_st_file_size(f), a, sizeof a);
-		printf("  %-40s %10s  %6lld tensors\n", base_name(lynn_st_path(f)), a,
+		printf("  %-40s %10s  %6lld tensors\n", lynn_path_base(lynn_st_path(f)), a,
 		       (long long)lynn_st_n_tensors(f));
 	}
 	if (tensors) {
@@ -301,7 +295,7 @@ static void print_text(const struct info *in, const char *path, bool tensors)
 			char s[160];
 			shape_text(t, s, sizeof s);
 			printf("%-64s %-8s %-24s %s\n", t->name, lynn_dtype_name(t->dtype), s,
-			       base_name(t->file));
+			       lynn_path_base(t->file));
 		}
 	}
 }
@@ -354,12 +348,12 @@ static cJSON *build_json(const struct info *in, const char *path, bool tensors)
 		}
 	cJSON_AddNumberToObject(o, "total_bytes", (double)in->file_bytes);
 	if (lynn_ckpt_index_path(c))
-		cJSON_AddStringToObject(o, "index", base_name(lynn_ckpt_index_path(c)));
+		cJSON_AddStringToObject(o, "index", lynn_path_base(lynn_ckpt_index_path(c)));
 	a = cJSON_AddArrayToObject(o, "files");
 	for (int i = 0; a && i < lynn_ckpt_n_files(c); i++) {
 		const struct lynn_st_file *f = lynn_ckpt_st(c, i);
 		cJSON *e = cJSON_CreateObject();
-		cJSON_AddStringToObject(e, "name", base_name(lynn_st_path(f)));
+		cJSON_AddStringToObject(e, "name", lynn_path_base(lynn_st_path(f)));
 		cJSON_AddNumberToObject(e, "bytes", (double)lynn_st_file_size(f));
 		cJSON_AddNumberToObject(e, "header_bytes", (double)lynn_st_header_size(f));
 		cJSON_AddNumberToObject(e, "n_tensors", (double)lynn_st_n_tensors(f));
@@ -375,7 +369,7 @@ static cJSON *build_json(const struct info *in, const char *path, bool tensors)
 			s = cJSON_AddArrayToObject(e, "shape");
 			for (int d = 0; s && d < t->n_dims; d++)
 				cJSON_AddItemToArray(s, cJSON_CreateNumber((double)t->shape[d]));
-			cJSON_AddStringToObject(e, "file", base_name(t->file));
+			cJSON_AddStringToObject(e, "file", lynn_path_base(t->file));
 			cJSON_AddItemToArray(a, e);
 		}
 	}
@@ -506,7 +500,7 @@ static int inspect_gguf(const char *path, bool json, bool tensors)
 		a = cJSON_AddArrayToObject(o, "files");
 		{
 			cJSON *e = cJSON_CreateObject();
-			cJSON_AddStringToObject(e, "name", base_name(path));
+			cJSON_AddStringToObject(e, "name", lynn_path_base(path));
 			cJSON_AddNumberToObject(e, "bytes", (double)fsize);
 			cJSON_AddNumberToObject(e, "n_tensors", (double)lynn_gguf_n_tensors(g));
 			cJSON_AddItemToArray(a, e);
@@ -522,7 +516,7 @@ static int inspect_gguf(const char *path, bool json, bool tensors)
 				sh = cJSON_AddArrayToObject(e, "shape"); /* PyTorch order: ne reversed */
 				for (uint32_t d = t->n_dims; sh && d > 0; d--)
 					cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->ne[d - 1]));
-				cJSON_AddStringToObject(e, "file", base_name(path));
+				cJSON_AddStringToObject(e, "file", lynn_path_base(path));
 				cJSON_AddItemToArray(a, e);
 			}
 		}
@@ -576,7 +570,7 @@ static int inspect_gguf(const char *path, bool json, bool tensors)
 				if (o < sizeof sh)
 					snprintf(sh + o, sizeof sh - o, "]");
 				printf("%-64s %-8s %-24s %s\n", t->name, nm ? nm : "other", sh,
-				       base_name(path));
+				       lynn_path_base(path));
 			}
 		}
 	}
@@ -589,12 +583,6 @@ static int inspect_gguf(const char *path, bool json, bool tensors)
 }
 
 /* ===== the command ===== */
-
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
 
 int cmd_inspect(int argc, char **argv)
 {
@@ -632,7 +620,7 @@ int cmd_inspect(int argc, char **argv)
 	if (optind != argc - 1)
 		return cmd_usage_error("inspect", "expected one PATH (a model folder or a .safetensors file)");
 	path = argv[optind];
-	if (ends_with(path, ".gguf") && !lynn_dir_exists(path))
+	if (lynn_str_ends_with(path, ".gguf") && !lynn_dir_exists(path))
 		return inspect_gguf(path, json, tensors);
 	in.ck = lynn_ckpt_open(path, &err);
 	if (!in.ck)

@@ -150,6 +150,12 @@ char *lynn_path_join(const char *dir, const char *name)
 	return p;
 }
 
+const char *lynn_path_base(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
 /* ===== Atomic file writes ===== */
 
 static char *dir_of(const char *path)

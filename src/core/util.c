@@ -101,6 +101,12 @@ int lynn_edit_distance(const char *a, const char *b)
 	return row[lb];
 }
 
+bool lynn_str_ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+	return a >= b && !strcmp(s + a - b, suffix);
+}
+
 /* ===== name index ===== */
 
 static uint64_t hash_name(const char *s)

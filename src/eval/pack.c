@@ -243,7 +243,7 @@ static int write_index(const struct pctx *c, char *why, size_t why_cap, struct l
 				rc = -LYNN_EFORMAT;
 				goto out;
 			}
-			cJSON_AddStringToObject(wm, all[i]->name, strrchr(all[i]->file, '/') + 1);
+			cJSON_AddStringToObject(wm, all[i]->name, lynn_path_base(all[i]->file));
 		}
 		free(all);
 	}

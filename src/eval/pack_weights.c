@@ -42,12 +42,6 @@ struct wctx {
 	bool nv_ok;                /* the scan ran (no mixed conventions) */
 };
 
-static const char *base_name(const char *p)
-{
-	const char *s = strrchr(p, '/');
-	return s ? s + 1 : p;
-}
-
 static const struct lynn_tensor *wfind(const struct wctx *w, const char *name)
 {
 	for (int i = 0; i < w->n_files; i++) {
@@ -88,7 +82,7 @@ static void bad_shape(struct wctx *w, const struct lynn_tensor *t, int nd, const
 	char a[96], b[96];
 	shape_str(t->n_dims, t->shape, a, sizeof a);
 	shape_str(nd, s, b, sizeof b);
-	pack_reason(w->g, "'%s' (%s): shape %s %s, expected %s %s", t->name, base_name(t->file), a,
+	pack_reason(w->g, "'%s' (%s): shape %s %s, expected %s %s", t->name, lynn_path_base(t->file), a,
 		    lynn_dtype_name(t->dtype), b, what);
 }
 
@@ -354,12 +348,6 @@ static const char *cstr_name_of(const void *ctx, int64_t i)
 	return ((const char *const *)ctx)[i];
 }
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
 static void add_file(struct wctx *w, const char *dir, const char *name, bool report)
 {
 	struct lynn_err err;
@@ -437,16 +425,16 @@ static void check_index(struct wctx *w, const char *dir, const char *ip)
 		if (!cJSON_IsString(e))
 			continue;
 		for (int i = 0; i < w->n_files; i++)
-			shard_open |= !strcmp(base_name(lynn_st_path(w->files[i])), e->valuestring);
+			shard_open |= !strcmp(lynn_path_base(lynn_st_path(w->files[i])), e->valuestring);
 		if (!shard_open)
 			continue; /* reported above */
 		t = wfind(w, e->string);
 		if (!t)
 			pack_reason(w->g, "'%s': tensor '%s' is mapped to '%s' but no shard has it", ip,
 				    e->string, e->valuestring);
-		else if (strcmp(base_name(t->file), e->valuestring))
+		else if (strcmp(lynn_path_base(t->file), e->valuestring))
 			pack_reason(w->g, "'%s': tensor '%s' is mapped to '%s' but is in '%s'", ip,
-				    e->string, e->valuestring, base_name(t->file));
+				    e->string, e->valuestring, lynn_path_base(t->file));
 	}
 	/* shards -> index */
 	for (int i = 0; i < w->n_files; i++)
@@ -454,7 +442,7 @@ static void check_index(struct wctx *w, const char *dir, const char *ip)
 			const struct lynn_tensor *t = lynn_st_tensor(w->files[i], j);
 			if (lynn_name_index_get(&kx, t->name) < 0)
 				pack_reason(w->g, "'%s': tensor '%s' of shard '%s' is not in the index",
-					    ip, t->name, base_name(t->file));
+					    ip, t->name, lynn_path_base(t->file));
 		}
 out:
 	lynn_name_index_release(&kx);
@@ -474,7 +462,7 @@ static void open_glob(struct wctx *w, const char *dir)
 		return;
 	while ((de = readdir(d))) {
 		char **nn;
-		if (de->d_name[0] == '.' || !ends_with(de->d_name, ".safetensors") ||
+		if (de->d_name[0] == '.' || !lynn_str_ends_with(de->d_name, ".safetensors") ||
 		    !strncmp(de->d_name, "adapter_model", 13))
 			continue;
 		nn = realloc(names, ((size_t)n + 1) * sizeof *nn);
@@ -520,7 +508,7 @@ static void check_unique(struct wctx *w)
 			prev = lynn_name_index_put(&ix, k);
 			if (prev >= 0)
 				pack_reason(w->g, "tensor '%s' is in both '%s' and '%s'", all[k]->name,
-					    base_name(all[prev]->file), base_name(all[k]->file));
+					    lynn_path_base(all[prev]->file), lynn_path_base(all[k]->file));
 		}
 out:
 	lynn_name_index_release(&ix);

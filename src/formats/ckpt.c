@@ -22,6 +22,7 @@
 #include "lynn/fs.h"
 #include "lynn/json.h"
 #include "lynn/st.h"
+#include "lynn/util.h"
 
 struct lynn_ckpt {
 	char *dir;
@@ -41,12 +42,6 @@ static const char *ptr_name_of(const void *ctx, int64_t i)
 static const char *str_name_of(const void *ctx, int64_t i)
 {
 	return ((const char *const *)ctx)[i];
-}
-
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
 }
 
 static int add_file(struct lynn_ckpt *c, const char *path, struct lynn_err *err)
@@ -176,7 +171,7 @@ static int open_index(struct lynn_ckpt *c, struct lynn_err *err)
 				       ip, e->string, e->valuestring);
 			goto out;
 		}
-		if (!ends_with(t->file, e->valuestring) ||
+		if (!lynn_str_ends_with(t->file, e->valuestring) ||
 		    t->file[strlen(t->file) - strlen(e->valuestring) - 1] != '/') {
 			rc = lynn_errf(err, -LYNN_EFORMAT,
 				       "st: '%s': tensor '%s' is mapped to '%s' but is in '%s'", ip,
@@ -227,7 +222,7 @@ static int open_glob(struct lynn_ckpt *c, struct lynn_err *err)
 		return lynn_errf(err, -LYNN_EIO, "st: '%s': cannot list the folder", c->dir);
 	while ((de = readdir(d))) {
 		char **nn;
-		if (de->d_name[0] == '.' || !ends_with(de->d_name, ".safetensors") ||
+		if (de->d_name[0] == '.' || !lynn_str_ends_with(de->d_name, ".safetensors") ||
 		    !strncmp(de->d_name, "adapter_model", 13))
 			continue;
 		nn = realloc(names, ((size_t)n + 1) * sizeof *nn);

@@ -8,12 +8,7 @@
 #include <string.h>
 
 #include "lynn/st.h"
-
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
+#include "lynn/util.h"
 
 bool lynn_tensor_is_scale(const char *name)
 {
@@ -55,7 +50,7 @@ int64_t lynn_ckpt_tensor_params(const struct lynn_ckpt *c, const struct lynn_ten
 	if (lynn_tensor_is_scale(t->name))
 		return 0;
 	if (t->dtype == LYNN_DTYPE_U8) {
-		if (ends_with(t->name, "_packed"))
+		if (lynn_str_ends_with(t->name, "_packed"))
 			return 2 * t->n_elems;
 		s = sibling(c, t->name, "weight", "weight_scale");
 		if (s && s->dtype == LYNN_DTYPE_F8_E4M3)
@@ -73,15 +68,15 @@ unsigned lynn_ckpt_quant_formats(const struct lynn_ckpt *c, int64_t counts[3])
 	for (int64_t i = 0; i < lynn_ckpt_n_tensors(c); i++) {
 		const struct lynn_tensor *t = lynn_ckpt_tensor(c, i);
 		int k = -1;
-		if (t->dtype == LYNN_DTYPE_U8 && ends_with(t->name, "weight_packed") &&
+		if (t->dtype == LYNN_DTYPE_U8 && lynn_str_ends_with(t->name, "weight_packed") &&
 		    sibling(c, t->name, "weight_packed", "weight_scale") &&
 		    sibling(c, t->name, "weight_packed", "weight_global_scale"))
 			k = 0;
-		else if (t->dtype == LYNN_DTYPE_U8 && ends_with(t->name, "weight") &&
+		else if (t->dtype == LYNN_DTYPE_U8 && lynn_str_ends_with(t->name, "weight") &&
 			 sibling(c, t->name, "weight", "weight_scale") &&
 			 sibling(c, t->name, "weight", "weight_scale_2"))
 			k = 1;
-		else if (t->dtype == LYNN_DTYPE_F8_E4M3 && ends_with(t->name, "weight") &&
+		else if (t->dtype == LYNN_DTYPE_F8_E4M3 && lynn_str_ends_with(t->name, "weight") &&
 			 (sibling(c, t->name, "weight", "weight_scale_inv") ||
 			  sibling(c, t->name, "weight", "weight_scale")))
 			k = 2;

@@ -21,6 +21,7 @@
 #include "lynn/json.h"
 #include "lynn/quantize.h"
 #include "lynn/st.h"
+#include "lynn/util.h"
 #include "lynn/version.h"
 
 enum item_kind { COPY, QLIN };
@@ -48,12 +49,6 @@ struct plan {
 
 /* ===== the recipe ===== */
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t n = strlen(s), m = strlen(suf);
-	return n >= m && !strcmp(s + n - m, suf);
-}
-
 static bool default_ignored(const char *module)
 {
 	static const char *const has[] = { "lm_head", "embed_tokens", "visual", "vision",
@@ -61,7 +56,7 @@ static bool default_ignored(const char *module)
 	for (size_t i = 0; i < sizeof has / sizeof has[0]; i++)
 		if (strstr(module, has[i]))
 			return true;
-	if (ends_with(module, "mlp.gate"))
+	if (lynn_str_ends_with(module, "mlp.gate"))
 		return true;
 	if (!strncmp(module, "mtp.", 4) || strstr(module, ".mtp."))
 		return true;
@@ -184,17 +179,17 @@ static int build_plan(struct plan *p, const struct lynn_ckpt *c, const struct ly
 	for (int64_t i = 0; i < nt; i++) {
 		const struct lynn_tensor *t = lynn_ckpt_tensor(c, i);
 		size_t len = strlen(t->name);
-		if (ends_with(t->name, ".weight_packed") || ends_with(t->name, ".weight_scale_2") ||
-		    ends_with(t->name, ".weight_global_scale"))
+		if (lynn_str_ends_with(t->name, ".weight_packed") || lynn_str_ends_with(t->name, ".weight_scale_2") ||
+		    lynn_str_ends_with(t->name, ".weight_global_scale"))
 			return lynn_errf(err, -LYNN_EUNSUPPORTED,
 					 "quantize: '%s': the checkpoint is already quantized", t->name);
 		if (len >= sizeof name - 64)
 			return lynn_errf(err, -LYNN_EFORMAT, "quantize: '%s': name too long", t->name);
 		/* fused 3-D experts -> per-expert linears */
 		if (t->n_dims == 3 && float_dtype(t->dtype) && t->shape[2] % 16 == 0 &&
-		    (ends_with(t->name, "mlp.experts.gate_up_proj") ||
-		     ends_with(t->name, "mlp.experts.down_proj"))) {
-			bool gate_up = ends_with(t->name, "gate_up_proj");
+		    (lynn_str_ends_with(t->name, "mlp.experts.gate_up_proj") ||
+		     lynn_str_ends_with(t->name, "mlp.experts.down_proj"))) {
+			bool gate_up = lynn_str_ends_with(t->name, "gate_up_proj");
 			size_t plen = len - strlen(gate_up ? "gate_up_proj" : "down_proj");
 			int64_t E = t->shape[0], R = t->shape[1], C = t->shape[2];
 			snprintf(name, sizeof name, "%.*s0.%s", (int)plen, t->name,
@@ -221,7 +216,7 @@ static int build_plan(struct plan *p, const struct lynn_ckpt *c, const struct ly
 				continue;
 			}
 		}
-		if (t->n_dims == 2 && float_dtype(t->dtype) && ends_with(t->name, ".weight") &&
+		if (t->n_dims == 2 && float_dtype(t->dtype) && lynn_str_ends_with(t->name, ".weight") &&
 		    t->shape[1] % 16 == 0 && t->shape[0] > 0 && t->shape[1] > 0) {
 			snprintf(name, sizeof name, "%.*s", (int)(len - 7), t->name);
 			if (lynn_nvfp4_rtn_wants(name, o)) {
@@ -298,7 +293,7 @@ static cJSON *ignore_list(const struct plan *p)
 	for (int64_t i = 0; a && i < p->n; i++) {
 		const struct lynn_tensor *t = p->it[i].t;
 		if (p->it[i].kind != COPY || t->n_dims != 2 || !float_dtype(t->dtype) ||
-		    !ends_with(t->name, ".weight"))
+		    !lynn_str_ends_with(t->name, ".weight"))
 			continue;
 		char *m = strndup(t->name, strlen(t->name) - 7);
 		if (m)

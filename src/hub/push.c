@@ -84,8 +84,7 @@ static bool match_any_component(const char *pat, const char *rel)
 bool lynn_hub_path_selected(const char *rel, const char *const *include, size_t n_include,
 			    const char *const *exclude, size_t n_exclude)
 {
-	const char *base = strrchr(rel, '/');
-	base = base ? base + 1 : rel;
+	const char *base = lynn_path_base(rel);
 	for (size_t i = 0; i < LYNN_ARRAY_LEN(default_excludes); i++)
 		if (match_any_component(default_excludes[i], rel))
 			return false;
