@@ -15,13 +15,11 @@
 #include <check.h>
 #include <stdint.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,21 +53,6 @@ struct fake {
 	char bad[512];    /* first request that broke the contract */
 };
 
-struct conn {
-	struct lynn_buf body;
-};
-
-static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *json)
-{
-	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json,
-								 MHD_RESPMEM_MUST_COPY);
-	enum MHD_Result ret;
-	MHD_add_response_header(r, "Content-Type", "application/json");
-	ret = MHD_queue_response(c, (unsigned)status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
 static enum MHD_Result bad_request(struct fake *f, struct MHD_Connection *c, const char *why)
 {
 	char buf[700];
@@ -78,14 +61,14 @@ static enum MHD_Result bad_request(struct fake *f, struct MHD_Connection *c, con
 		snprintf(f->bad, sizeof(f->bad), "%s", why);
 	pthread_mutex_unlock(&f->mu);
 	snprintf(buf, sizeof(buf), "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\"}}", why);
-	return reply(c, 400, buf);
+	return tu_http_reply(c, 400, buf);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 			      const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
 	struct fake *f = cls;
-	struct conn *cn = *con_cls;
+	struct lynn_buf *cn = *con_cls; /* the request body */
 	cJSON *req, *msgs, *kw, *x, *table, *want_mt;
 	const char *model, *prompt, *out;
 	char key[4096], why[400];
@@ -103,20 +86,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		}
 	}
 	if (!strcmp(method, "GET") && !strcmp(url, "/v1/models"))
-		return reply(c, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"base-model\",\"object\":\"model\"}]}");
+		return tu_http_reply(c, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"base-model\",\"object\":\"model\"}]}");
 	if (strcmp(method, "POST") || strcmp(url, "/v1/chat/completions"))
-		return reply(c, 404, "{\"error\":{\"message\":\"not found\"}}");
+		return tu_http_reply(c, 404, "{\"error\":{\"message\":\"not found\"}}");
 	if (!cn) {
 		cn = calloc(1, sizeof(*cn));
 		*con_cls = cn;
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		lynn_buf_append(&cn->body, upload, *upload_size);
+		lynn_buf_append(cn, upload, *upload_size);
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	req = cJSON_Parse(cn->body.data ? cn->body.data : "");
+	req = cJSON_Parse(cn->data ? cn->data : "");
 	model = cJSON_GetStringValue(cJSON_GetObjectItem(req, "model"));
 	msgs = cJSON_GetObjectItem(req, "messages");
 	prompt = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "content"));
@@ -141,7 +124,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		cJSON_Delete(req);
 		if (!f->fail_status)
 			return MHD_NO; /* drop the connection */
-		return reply(c, f->fail_status, "{\"error\":{\"message\":\"scripted failure\"}}");
+		return tu_http_reply(c, f->fail_status, "{\"error\":{\"message\":\"scripted failure\"}}");
 	}
 	/* the request contract: greedy, thinking off, the toolkit's max_tokens, tools on v8 */
 	x = cJSON_GetObjectItem(req, "temperature");
@@ -184,22 +167,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		pthread_mutex_lock(&f->mu);
 		f->n_ok++;
 		pthread_mutex_unlock(&f->mu);
-		ret = reply(c, 200, s);
+		ret = tu_http_reply(c, 200, s);
 		free(s);
 		return ret;
-	}
-}
-
-static void done_conn(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
-{
-	struct conn *cn = *con_cls;
-	(void)cls;
-	(void)c;
-	(void)t;
-	if (cn) {
-		lynn_buf_release(&cn->body);
-		free(cn);
-		*con_cls = NULL;
 	}
 }
 
@@ -209,12 +179,7 @@ static void fake_start_json(struct fake *f, cJSON *canned)
 	pthread_mutex_init(&f->mu, NULL);
 	f->canned = canned;
 	f->attempts = cJSON_CreateObject();
-	f->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
-				NULL, handle, f, MHD_OPTION_NOTIFY_COMPLETED, done_conn, f,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
-	ck_assert_ptr_nonnull(f->d);
-	f->port = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT)->port;
-	ck_assert_int_gt(f->port, 0);
+	f->d = tu_http_start(handle, f, &f->port);
 }
 
 static void fake_start(struct fake *f, const char *scenario)
@@ -234,21 +199,6 @@ static void fake_stop(struct fake *f)
 	cJSON_Delete(f->canned);
 	cJSON_Delete(f->attempts);
 	pthread_mutex_destroy(&f->mu);
-}
-
-/* A port nothing listens on. */
-static int dead_port(void)
-{
-	struct sockaddr_in a = { 0 };
-	socklen_t l = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM, 0), p;
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
-	getsockname(s, (struct sockaddr *)&a, &l);
-	p = ntohs(a.sin_port);
-	close(s);
-	return p;
 }
 
 /* ===== comparing with the toolkit's report ===== */
@@ -475,7 +425,7 @@ START_TEST(test_replica_down)
 	struct tu_run r;
 
 	fake_start(&f, "net_win");
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1,http://127.0.0.1:%d/v1", dead_port(), f.port);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1,http://127.0.0.1:%d/v1", tu_dead_port(), f.port);
 	snprintf(out, sizeof(out), "%s/report.json", dir);
 	r = run_eval(url, "net_win", out, NULL);
 	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
@@ -483,7 +433,7 @@ START_TEST(test_replica_down)
 	ck_assert_int_eq(f.n_ok, 36);
 	tu_run_free(&r);
 	/* all replicas down: a network failure, exit 3 */
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", dead_port());
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", tu_dead_port());
 	r = run_eval(url, "net_win", out, "--retries 1");
 	ck_assert_int_eq(r.status, 3);
 	tu_run_free(&r);

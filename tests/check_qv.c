@@ -10,16 +10,13 @@
  *     request contract, PASS / FAIL / LOAD_FAIL per endpoint;
  *   - the quality rules on a table of texts, garbage outputs (offline);
  *   - bad arguments and files: exit 2 with the file/field named. */
-#include <arpa/inet.h>
 #include <check.h>
 #include <math.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -509,17 +506,6 @@ struct fake {
 	int n_posts;
 };
 
-static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *json)
-{
-	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json,
-								 MHD_RESPMEM_MUST_COPY);
-	enum MHD_Result ret;
-	MHD_add_response_header(r, "Content-Type", "application/json");
-	ret = MHD_queue_response(c, (unsigned)status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 			      const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -528,12 +514,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	bool good = !strncmp(url, "/good/", 6);
 	(void)version;
 	if (!good && strncmp(url, "/bad/", 5))
-		return reply(c, 404, "{\"error\":{\"message\":\"not found\"}}");
+		return tu_http_reply(c, 404, "{\"error\":{\"message\":\"not found\"}}");
 	url = strchr(url + 1, '/');
 	if (!strcmp(method, "GET") && !strcmp(url, "/v1/models"))
-		return reply(c, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"m\",\"object\":\"model\"}]}");
+		return tu_http_reply(c, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"m\",\"object\":\"model\"}]}");
 	if (strcmp(method, "POST") || strcmp(url, "/v1/chat/completions"))
-		return reply(c, 404, "{\"error\":{\"message\":\"not found\"}}");
+		return tu_http_reply(c, 404, "{\"error\":{\"message\":\"not found\"}}");
 	if (!body) {
 		*con_cls = calloc(1, sizeof(struct lynn_buf));
 		return MHD_YES;
@@ -555,7 +541,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (!prompt || !cJSON_IsNumber(t) || t->valuedouble != 0 ||
 	    !cJSON_IsFalse(cJSON_GetObjectItem(kw, "enable_thinking")) || mt != f->want_max_tokens) {
 		cJSON_Delete(req);
-		return reply(c, 400, "{\"error\":{\"message\":\"contract broken\"}}");
+		return tu_http_reply(c, 400, "{\"error\":{\"message\":\"contract broken\"}}");
 	}
 	struct lynn_buf ans = LYNN_BUF_INIT;
 	if (good) {
@@ -576,40 +562,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	cJSON_AddStringToObject(m, "content", ans.data);
 	cJSON_AddStringToObject(c0, "finish_reason", "stop");
 	char *s = cJSON_PrintUnformatted(r);
-	enum MHD_Result ret = reply(c, 200, s);
+	enum MHD_Result ret = tu_http_reply(c, 200, s);
 	free(s);
 	cJSON_Delete(r);
 	lynn_buf_release(&ans);
 	return ret;
-}
-
-static void done_conn(void *cls, struct MHD_Connection *c, void **con_cls,
-		      enum MHD_RequestTerminationCode t)
-{
-	struct lynn_buf *b = *con_cls;
-	(void)cls;
-	(void)c;
-	(void)t;
-	if (b) {
-		lynn_buf_release(b);
-		free(b);
-		*con_cls = NULL;
-	}
-}
-
-/* A port nothing listens on. */
-static int dead_port(void)
-{
-	struct sockaddr_in a = { 0 };
-	socklen_t l = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM, 0), p;
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
-	getsockname(s, (struct sockaddr *)&a, &l);
-	p = ntohs(a.sin_port);
-	close(s);
-	return p;
 }
 
 START_TEST(test_endpoints)
@@ -619,17 +576,13 @@ START_TEST(test_endpoints)
 	pthread_mutex_init(&f.mu, NULL);
 	f.want_max_tokens = 40;
 	ck_assert_int_eq(lynn_qv_prompts_builtin(&f.builtin, NULL), 0);
-	f.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
-			       NULL, handle, &f, MHD_OPTION_NOTIFY_COMPLETED, done_conn, &f,
-			       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
-	ck_assert_ptr_nonnull(f.d);
-	f.port = MHD_get_daemon_info(f.d, MHD_DAEMON_INFO_BIND_PORT)->port;
+	f.d = tu_http_start(handle, &f, &f.port);
 	int p = f.port;
 	ck_assert(asprintf(&args, "--reference http://127.0.0.1:%d/good/v1 --variant "
 			   "same=http://127.0.0.1:%d/good/v1,http://127.0.0.1:%d/good/v1 --variant "
 			   "bad=http://127.0.0.1:%d/bad/v1 --variant dead=http://127.0.0.1:%d/v1 "
 			   "--max-tokens 40 --retries 0 --timeout 10 --concurrency 3",
-			   p, p, p, p, dead_port()) > 0);
+			   p, p, p, p, tu_dead_port()) > 0);
 	cJSON *rep = qv_json(args, 1), *it;
 	cJSON *same = variant(rep, "same");
 	ck_assert_str_eq(str(same, "verdict"), "PASS");

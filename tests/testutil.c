@@ -1,10 +1,15 @@
 /* testutil.c - helpers shared by the Check suites (tests/testutil.h). */
 #include "testutil.h"
 
+#include "lynn/buf.h"
+
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,4 +95,57 @@ void tu_run_free(struct tu_run *r)
 	free(r->out);
 	free(r->err);
 	r->out = r->err = NULL;
+}
+
+/* ===== scripted HTTP endpoints ===== */
+
+enum MHD_Result tu_http_reply(struct MHD_Connection *c, int status, const char *json)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json,
+								 MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result ret;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	ret = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static void http_done(void *cls, struct MHD_Connection *c, void **con_cls,
+		      enum MHD_RequestTerminationCode t)
+{
+	struct lynn_buf *b = *con_cls;
+	(void)cls;
+	(void)c;
+	(void)t;
+	if (b) {
+		lynn_buf_release(b);
+		free(b);
+		*con_cls = NULL;
+	}
+}
+
+struct MHD_Daemon *tu_http_start(MHD_AccessHandlerCallback handler, void *cls, int *port)
+{
+	struct MHD_Daemon *d;
+	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
+			     NULL, handler, cls, MHD_OPTION_NOTIFY_COMPLETED, http_done, NULL,
+			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
+	ck_assert_ptr_nonnull(d);
+	*port = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port;
+	ck_assert_int_gt(*port, 0);
+	return d;
+}
+
+int tu_dead_port(void)
+{
+	struct sockaddr_in a = { 0 };
+	socklen_t l = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0), p;
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	getsockname(s, (struct sockaddr *)&a, &l);
+	p = ntohs(a.sin_port);
+	close(s);
+	return p;
 }

@@ -1,11 +1,14 @@
 /*
  * testutil.h - helpers shared by the Check suites: temp folders, running the
- * lynn binary and capturing its output, fixture paths.
+ * lynn binary and capturing its output, fixture paths, a scripted HTTP
+ * endpoint.
  */
 #ifndef LYNN_TESTUTIL_H
 #define LYNN_TESTUTIL_H
 
 #include <stddef.h>
+
+#include <microhttpd.h>
 
 /* Named tolerances live next to the tests that use them. */
 
@@ -32,5 +35,17 @@ struct tu_run tu_lynn(const char *args, const char *stdin_text, const char *env)
 /* Run any shell command the same way. */
 struct tu_run tu_sh(const char *cmd, const char *stdin_text);
 void tu_run_free(struct tu_run *r);
+
+/* ===== scripted HTTP endpoints (libmicrohttpd) ===== */
+
+/* Queue a JSON reply (the text is copied). */
+enum MHD_Result tu_http_reply(struct MHD_Connection *c, int status, const char *json);
+/* Start a daemon (a thread per connection, 30 s timeout) on a free loopback
+ * port, set *port; `handler` keeps each request's body in a heap
+ * struct lynn_buf in *con_cls, which the daemon frees when the request is
+ * done. Aborts the test on failure; stop with MHD_stop_daemon. */
+struct MHD_Daemon *tu_http_start(MHD_AccessHandlerCallback handler, void *cls, int *port);
+/* A loopback port nothing listens on. */
+int tu_dead_port(void);
 
 #endif
