@@ -5,21 +5,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_util.h"
 #include "lynn/cache.h"
 #include "lynn/eval.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char path[] = "/tmp/fuzz_eval_XXXXXX";
-	int fd = mkstemp(path);
-	if (fd < 0)
+	if (fuzz_write_tmp(path, data, size))
 		return 0;
-	if (write(fd, data, size) != (ssize_t)size) {
-		close(fd);
-		unlink(path);
-		return 0;
-	}
-	close(fd);
 	for (int k = 0; k < 3; k++) {
 		struct lynn_eval_set s = { (enum lynn_eval_kind)k, NULL, 0 };
 		lynn_eval_set_load(&s, path, NULL);

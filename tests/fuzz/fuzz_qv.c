@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_util.h"
 #include "lynn/quant_verify.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -17,15 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cJSON_Delete(lynn_qv_quality_json(&q));
 
 	char path[] = "/tmp/fuzz_qv_XXXXXX";
-	int fd = mkstemp(path);
-	if (fd < 0)
+	if (fuzz_write_tmp(path, data, size))
 		return 0;
-	if (write(fd, data, size) != (ssize_t)size) {
-		close(fd);
-		unlink(path);
-		return 0;
-	}
-	close(fd);
 	struct lynn_qv_prompts p = { 0 }, known = { 0 };
 	if (!lynn_qv_prompts_load(path, &p, NULL))
 		lynn_qv_prompts_release(&p);
