@@ -104,6 +104,13 @@ const char *lynn_ckpt_dir(const struct lynn_ckpt *c); /* folder holding the weig
 const struct lynn_st_file *lynn_ckpt_st(const struct lynn_ckpt *c, int i);
 /* Path of model.safetensors.index.json when the checkpoint came from one, else NULL. */
 const char *lynn_ckpt_index_path(const struct lynn_ckpt *c);
+/* The shard files a folder without model.safetensors or an index is read
+ * from: every *.safetensors but hidden files and adapter_model*, sorted by
+ * name. *names is a heap array of heap names (release with
+ * lynn_ckpt_shards_free), *n their count (0: none). Returns 0, -LYNN_EIO
+ * (the folder cannot be listed) or -LYNN_ENOMEM. */
+int lynn_ckpt_list_shards(const char *dir, char ***names, int *n, struct lynn_err *err);
+void lynn_ckpt_shards_free(char **names, int n);
 
 /* Find a decoder weight by its text-model name ("embed_tokens.weight",
  * "layers.3.mlp.gate.weight", "norm.weight", "lm_head.weight"), trying the

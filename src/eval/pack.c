@@ -3,7 +3,6 @@
  * index rebuilt from shard headers, gate 1 (files) and the report. Gate 2 is
  * pack_tok.c, gate 3 pack_weights.c.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -149,11 +148,6 @@ static int copy_step(struct pctx *c, struct lynn_err *err)
 
 /* ===== --write-index: the index from the target's own shard headers ===== */
 
-static int cmp_cstr(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int cmp_tensor_name(const void *a, const void *b)
 {
 	return strcmp((*(const struct lynn_tensor *const *)a)->name,
@@ -164,8 +158,6 @@ static int cmp_tensor_name(const void *a, const void *b)
  * error (a bad shard: gate 3 reports it; `why` says what happened). */
 static int write_index(const struct pctx *c, char *why, size_t why_cap, struct lynn_err *err)
 {
-	DIR *d;
-	struct dirent *de;
 	char **names = NULL;
 	int n = 0, rc = 0;
 	cJSON *root = NULL, *wm, *meta, *old = NULL;
@@ -176,30 +168,12 @@ static int write_index(const struct pctx *c, char *why, size_t why_cap, struct l
 	snprintf(why, why_cap, "not needed");
 	if (has(c, "model.safetensors"))
 		goto out;
-	d = opendir(c->dst);
-	if (!d) {
-		rc = lynn_errf(err, -LYNN_EIO, "pack: '%s': cannot list the folder", c->dst);
+	if ((rc = lynn_ckpt_list_shards(c->dst, &names, &n, err)))
 		goto out;
-	}
-	while ((de = readdir(d))) {
-		char **nn;
-		size_t l = strlen(de->d_name);
-		if (de->d_name[0] == '.' || l < 12 || strcmp(de->d_name + l - 12, ".safetensors") ||
-		    !strncmp(de->d_name, "adapter_model", 13))
-			continue;
-		nn = realloc(names, ((size_t)n + 1) * sizeof *nn);
-		if (!nn)
-			break;
-		names = nn;
-		if ((names[n] = strdup(de->d_name)))
-			n++;
-	}
-	closedir(d);
 	if (!n) {
 		snprintf(why, why_cap, "no shards in the target");
 		goto out;
 	}
-	qsort(names, (size_t)n, sizeof *names, cmp_cstr);
 	files = calloc((size_t)n, sizeof *files);
 	root = cJSON_CreateObject();
 	meta = cJSON_AddObjectToObject(root, "metadata");
@@ -269,9 +243,7 @@ out:
 	for (int i = 0; files && i < n; i++)
 		lynn_st_close(files[i]);
 	free(files);
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	lynn_ckpt_shards_free(names, n);
 	cJSON_Delete(root);
 	cJSON_Delete(old);
 	free(ip);

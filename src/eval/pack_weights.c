@@ -11,7 +11,6 @@
  * config's shapes. Block FP8 follows §2.8. Only headers and per-tensor scales
  * are read, unless scan_scales asks for every NVFP4 block scale.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -454,34 +453,18 @@ out:
 /* Every *.safetensors of a folder without model.safetensors or index. */
 static void open_glob(struct wctx *w, const char *dir)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char **names = NULL;
-	int n = 0;
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		char **nn;
-		if (de->d_name[0] == '.' || !lynn_str_ends_with(de->d_name, ".safetensors") ||
-		    !strncmp(de->d_name, "adapter_model", 13))
-			continue;
-		nn = realloc(names, ((size_t)n + 1) * sizeof *nn);
-		if (!nn)
-			break;
-		names = nn;
-		if (!(names[n] = strdup(de->d_name)))
-			break;
-		n++;
+	struct lynn_err err;
+	char **names;
+	int n;
+	if (lynn_ckpt_list_shards(dir, &names, &n, &err) < 0) {
+		if (err.code == -LYNN_ENOMEM)
+			pack_reason(w->g, "%s", err.msg);
+		return; /* an unlistable folder: "no ... *.safetensors" below */
 	}
-	closedir(d);
-	qsort(names, (size_t)n, sizeof *names, cmp_cstr);
 	w->files = calloc((size_t)n + 1, sizeof *w->files);
-	for (int i = 0; i < n; i++) {
-		if (w->files)
-			add_file(w, dir, names[i], true);
-		free(names[i]);
-	}
-	free(names);
+	for (int i = 0; i < n && w->files; i++)
+		add_file(w, dir, names[i], true);
+	lynn_ckpt_shards_free(names, n);
 }
 
 /* No tensor in two files (index or not). */

@@ -210,37 +210,63 @@ out:
 	return rc;
 }
 
-/* No model.safetensors and no index: every *.safetensors in the folder. */
-static int open_glob(struct lynn_ckpt *c, struct lynn_err *err)
+int lynn_ckpt_list_shards(const char *dir, char ***names, int *n, struct lynn_err *err)
 {
-	DIR *d = opendir(c->dir);
+	DIR *d = opendir(dir);
 	struct dirent *de;
-	char **names = NULL;
-	int n = 0, rc = 0;
+	int rc = 0;
 
+	*names = NULL;
+	*n = 0;
 	if (!d)
-		return lynn_errf(err, -LYNN_EIO, "st: '%s': cannot list the folder", c->dir);
+		return lynn_errf(err, -LYNN_EIO, "st: '%s': cannot list the folder", dir);
 	while ((de = readdir(d))) {
 		char **nn;
 		if (de->d_name[0] == '.' || !lynn_str_ends_with(de->d_name, ".safetensors") ||
 		    !strncmp(de->d_name, "adapter_model", 13))
 			continue;
-		nn = realloc(names, ((size_t)n + 1) * sizeof *nn);
-		if (!nn || !(nn[n] = strdup(de->d_name))) {
-			names = nn ? nn : names;
+		nn = realloc(*names, ((size_t)*n + 1) * sizeof *nn);
+		if (!nn || !(nn[*n] = strdup(de->d_name))) {
+			*names = nn ? nn : *names;
 			rc = lynn_errf(err, -LYNN_ENOMEM, "st: out of memory");
-			goto out;
+			break;
 		}
-		names = nn;
-		n++;
+		*names = nn;
+		(*n)++;
 	}
+	closedir(d);
+	if (rc) {
+		lynn_ckpt_shards_free(*names, *n);
+		*names = NULL;
+		*n = 0;
+		return rc;
+	}
+	if (*n)
+		qsort(*names, (size_t)*n, sizeof **names, cmp_str);
+	return 0;
+}
+
+void lynn_ckpt_shards_free(char **names, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* No model.safetensors and no index: every *.safetensors in the folder. */
+static int open_glob(struct lynn_ckpt *c, struct lynn_err *err)
+{
+	char **names;
+	int n, rc = lynn_ckpt_list_shards(c->dir, &names, &n, err);
+
+	if (rc)
+		return rc;
 	if (!n) {
 		rc = lynn_errf(err, -LYNN_ENOTFOUND,
 			       "st: '%s': no model.safetensors, model.safetensors.index.json or *.safetensors",
 			       c->dir);
 		goto out;
 	}
-	qsort(names, (size_t)n, sizeof *names, cmp_str);
 	for (int i = 0; i < n && !rc; i++) {
 		char *p = lynn_path_join(c->dir, names[i]);
 		rc = p ? add_file(c, p, err) : lynn_errf(err, -LYNN_ENOMEM, "st: out of memory");
@@ -249,10 +275,7 @@ static int open_glob(struct lynn_ckpt *c, struct lynn_err *err)
 	if (!rc)
 		rc = build_index(c, err);
 out:
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	closedir(d);
+	lynn_ckpt_shards_free(names, n);
 	return rc;
 }
 
