@@ -24,6 +24,10 @@ int lynn_buf_puts(struct lynn_buf *b, const char *s);
 int lynn_buf_putc(struct lynn_buf *b, char c);
 int lynn_buf_printf(struct lynn_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Append `s` as a Markdown table cell: '|' escaped, CR and LF as spaces, at
+ * most `max` bytes of it (SIZE_MAX: all) with a cut UTF-8 sequence
+ * finished, then "…" when cut. NULL appends nothing. */
+void lynn_buf_md_cell(struct lynn_buf *b, const char *s, size_t max);
 void lynn_buf_reset(struct lynn_buf *b); /* len = 0, keeps memory */
 void lynn_buf_release(struct lynn_buf *b); /* frees memory */
 /* Hand the string to the caller (caller frees); the buffer becomes empty.

@@ -29,6 +29,9 @@ int lynn_edit_distance(const char *a, const char *b);
 #define LYNN_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define LYNN_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* 64-bit FNV-1a of a NUL-terminated string (for in-memory hash tables). */
+uint64_t lynn_hash_str(const char *s);
+
 /* A name -> index hash table (open addressing) over indices into the
  * owner's array; the owner supplies each entry's name through
  * name_of(ctx, i) and keeps the names alive while the index is used. */

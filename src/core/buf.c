@@ -85,3 +85,23 @@ char *lynn_buf_detach(struct lynn_buf *b)
 	b->len = b->cap = 0;
 	return p;
 }
+
+void lynn_buf_md_cell(struct lynn_buf *b, const char *s, size_t max)
+{
+	size_t n = 0;
+	if (!s)
+		return;
+	for (; *s && n < max; s++, n++) {
+		if (*s == '|')
+			lynn_buf_puts(b, "\\|");
+		else if (*s == '\n' || *s == '\r')
+			lynn_buf_putc(b, ' ');
+		else
+			lynn_buf_putc(b, *s);
+	}
+	/* finish a cut UTF-8 sequence */
+	while (*s && ((unsigned char)*s & 0xc0) == 0x80)
+		lynn_buf_putc(b, *s++);
+	if (*s)
+		lynn_buf_puts(b, "…");
+}

@@ -109,7 +109,7 @@ bool lynn_str_ends_with(const char *s, const char *suffix)
 
 /* ===== name index ===== */
 
-static uint64_t hash_name(const char *s)
+uint64_t lynn_hash_str(const char *s)
 {
 	uint64_t h = 1469598103934665603ull; /* FNV-1a */
 	for (; *s; s++)
@@ -143,7 +143,7 @@ void lynn_name_index_release(struct lynn_name_index *ix)
 int64_t lynn_name_index_put(struct lynn_name_index *ix, int64_t i)
 {
 	const char *name = ix->name_of(ix->ctx, i);
-	size_t h = (size_t)hash_name(name) & ix->mask;
+	size_t h = (size_t)lynn_hash_str(name) & ix->mask;
 	while (ix->slots[h] >= 0) {
 		if (!strcmp(ix->name_of(ix->ctx, ix->slots[h]), name))
 			return ix->slots[h];
@@ -158,7 +158,7 @@ int64_t lynn_name_index_get(const struct lynn_name_index *ix, const char *name)
 	size_t h;
 	if (!ix->slots)
 		return -1;
-	h = (size_t)hash_name(name) & ix->mask;
+	h = (size_t)lynn_hash_str(name) & ix->mask;
 	while (ix->slots[h] >= 0) {
 		if (!strcmp(ix->name_of(ix->ctx, ix->slots[h]), name))
 			return ix->slots[h];

@@ -15,6 +15,7 @@
 #include "lynn/log.h"
 #include "lynn/progress.h"
 #include "lynn/sha256.h"
+#include "lynn/util.h"
 
 #define CACHE_MAX_FILE (4ull << 30)
 #define CACHE_MAX_RECORD (64u << 20)
@@ -35,14 +36,6 @@ struct lynn_cache {
 	bool dirty;
 };
 
-static size_t hash_key(const char *k)
-{
-	size_t h = 1469598103934665603ull;
-	for (; *k; k++)
-		h = (h ^ (unsigned char)*k) * 1099511628211ull;
-	return h;
-}
-
 static int table_put(struct lynn_cache *c, cJSON *rec, const char *key)
 {
 	size_t i;
@@ -54,7 +47,7 @@ static int table_put(struct lynn_cache *c, cJSON *rec, const char *key)
 		for (size_t k = 0; k < c->cap; k++) {
 			if (!c->e[k].key)
 				continue;
-			for (i = hash_key(c->e[k].key) & (ncap - 1); ne[i].key; i = (i + 1) & (ncap - 1))
+			for (i = (size_t)lynn_hash_str(c->e[k].key) & (ncap - 1); ne[i].key; i = (i + 1) & (ncap - 1))
 				;
 			ne[i] = c->e[k];
 		}
@@ -62,7 +55,7 @@ static int table_put(struct lynn_cache *c, cJSON *rec, const char *key)
 		c->e = ne;
 		c->cap = ncap;
 	}
-	for (i = hash_key(key) & (c->cap - 1); c->e[i].key; i = (i + 1) & (c->cap - 1)) {
+	for (i = (size_t)lynn_hash_str(key) & (c->cap - 1); c->e[i].key; i = (i + 1) & (c->cap - 1)) {
 		if (!strcmp(c->e[i].key, key)) {
 			cJSON_Delete(c->e[i].rec);
 			c->e[i].rec = rec;
@@ -80,7 +73,7 @@ const cJSON *lynn_cache_get(const struct lynn_cache *c, const char *key)
 {
 	if (!c || !c->cap)
 		return NULL;
-	for (size_t i = hash_key(key) & (c->cap - 1); c->e[i].key; i = (i + 1) & (c->cap - 1))
+	for (size_t i = (size_t)lynn_hash_str(key) & (c->cap - 1); c->e[i].key; i = (i + 1) & (c->cap - 1))
 		if (!strcmp(c->e[i].key, key))
 			return c->e[i].rec;
 	return NULL;

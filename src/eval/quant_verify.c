@@ -161,14 +161,6 @@ struct id_index {
 	bool broken;
 };
 
-static uint64_t id_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
-
 static void idx_release(struct id_index *ix)
 {
 	free(ix->slot);
@@ -177,7 +169,7 @@ static void idx_release(struct id_index *ix)
 
 static void idx_insert(struct id_index *ix, const struct lynn_qv_prompts *p, size_t i)
 {
-	size_t m = ix->cap - 1, h = (size_t)id_hash(p->items[i].id) & m;
+	size_t m = ix->cap - 1, h = (size_t)lynn_hash_str(p->items[i].id) & m;
 	while (ix->slot[h])
 		h = (h + 1) & m;
 	ix->slot[h] = i + 1;
@@ -216,7 +208,7 @@ static ssize_t prompts_find(struct id_index *ix, const struct lynn_qv_prompts *p
 				return (ssize_t)i;
 		return -1;
 	}
-	for (size_t m = ix->cap - 1, h = (size_t)id_hash(id) & m; ix->slot[h]; h = (h + 1) & m)
+	for (size_t m = ix->cap - 1, h = (size_t)lynn_hash_str(id) & m; ix->slot[h]; h = (h + 1) & m)
 		if (!strcmp(p->items[ix->slot[h] - 1].id, id))
 			return (ssize_t)(ix->slot[h] - 1);
 	return -1;
@@ -1281,19 +1273,6 @@ fail:
 	return NULL;
 }
 
-/* A Markdown table cell: '|' escaped, newlines as spaces. */
-static void md_cell(struct lynn_buf *b, const char *s)
-{
-	for (; s && *s; s++) {
-		if (*s == '|')
-			lynn_buf_puts(b, "\\|");
-		else if (*s == '\n' || *s == '\r')
-			lynn_buf_putc(b, ' ');
-		else
-			lynn_buf_putc(b, *s);
-	}
-}
-
 static void md_num(struct lynn_buf *b, const cJSON *o, const char *k, const char *fmt)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -1301,6 +1280,12 @@ static void md_num(struct lynn_buf *b, const cJSON *o, const char *k, const char
 		lynn_buf_printf(b, fmt, v->valuedouble);
 	else
 		lynn_buf_puts(b, "-");
+}
+
+/* A whole Markdown table cell (lynn_buf_md_cell, uncut). */
+static void md_cell(struct lynn_buf *b, const char *s)
+{
+	lynn_buf_md_cell(b, s, SIZE_MAX);
 }
 
 char *lynn_qv_markdown(const cJSON *report)

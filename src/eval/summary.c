@@ -32,25 +32,6 @@ static const char *yn(const cJSON *o, const char *k)
 	return cJSON_IsTrue(get(o, k)) ? "yes" : "no";
 }
 
-/* Table cells: no newlines or pipes. */
-static void cell(struct lynn_buf *b, const char *s, size_t max)
-{
-	size_t n = 0;
-	for (; *s && n < max; s++, n++) {
-		if (*s == '|')
-			lynn_buf_puts(b, "\\|");
-		else if (*s == '\n' || *s == '\r')
-			lynn_buf_putc(b, ' ');
-		else
-			lynn_buf_putc(b, *s);
-	}
-	/* finish a cut UTF-8 sequence */
-	while (*s && ((unsigned char)*s & 0xc0) == 0x80)
-		lynn_buf_putc(b, *s++);
-	if (*s)
-		lynn_buf_puts(b, "…");
-}
-
 char *lynn_eval_markdown(const cJSON *r)
 {
 	struct lynn_buf b = LYNN_BUF_INIT;
@@ -93,9 +74,9 @@ char *lynn_eval_markdown(const cJSON *r)
 	y = get(g3, "items") ? get(g3, "items")->child : NULL;
 	cJSON_ArrayForEach(x, get(g1, "items")) {
 		lynn_buf_printf(&b, "| %d | ", (int)num(x, "idx"));
-		cell(&b, str(x, "id"), 40);
+		lynn_buf_md_cell(&b, str(x, "id"), 40);
 		lynn_buf_puts(&b, " | ");
-		cell(&b, str(x, "category"), 30);
+		lynn_buf_md_cell(&b, str(x, "category"), 30);
 		lynn_buf_printf(&b, " | %d | %d/5 | %s | %s | ", (int)num(x, "output_len"),
 				(int)(num(x, "rule_pass_ratio") * 5 + 0.5),
 				cJSON_IsTrue(get(x, "overall_pass")) ? "pass" : "FAIL", y ? str(y, "bucket") : "");
@@ -112,7 +93,7 @@ char *lynn_eval_markdown(const cJSON *r)
 		const cJSON *z = bb ? bb->child : NULL;
 		cJSON_ArrayForEach(x, a) {
 			lynn_buf_printf(&b, "| %s | ", s ? "v9" : "v8");
-			cell(&b, str(x, "id"), 40);
+			lynn_buf_md_cell(&b, str(x, "id"), 40);
 			lynn_buf_printf(&b, " | %s | %s | %s |\n", cJSON_IsTrue(get(x, "pass")) ? "pass" : "fail",
 					z && cJSON_IsTrue(get(z, "pass")) ? "pass" : "fail", str(x, "via"));
 			z = z ? z->next : NULL;
@@ -209,7 +190,7 @@ char *lynn_eval_daily_markdown(const cJSON *report)
 	lynn_buf_puts(&b, "| suite |");
 	cJSON_ArrayForEach(m, models) {
 		lynn_buf_putc(&b, ' ');
-		cell(&b, str(m, "label"), 40);
+		lynn_buf_md_cell(&b, str(m, "label"), 40);
 		lynn_buf_puts(&b, " |");
 	}
 	lynn_buf_puts(&b, "\n|---|");
