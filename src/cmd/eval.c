@@ -288,6 +288,25 @@ static char *with_suffix(const char *path, const char *suffix)
 	return s;
 }
 
+/* Where a run's files go: with --output its folder is made; else the
+ * --out-dir (*od, default "reports") is. `ts` gets the local time stamp
+ * (YYYYmmddTHHMMSS) that names the files of a run. */
+static int prepare_out(const struct opts *o, const char **od, char ts[32], struct lynn_err *err)
+{
+	time_t now = time(NULL);
+	struct tm tmv;
+
+	localtime_r(&now, &tmv);
+	strftime(ts, 32, "%Y%m%dT%H%M%S", &tmv);
+	*od = o->out_dir ? o->out_dir : "reports";
+	if (o->output) {
+		char tmp[PATH_MAX];
+		snprintf(tmp, sizeof(tmp), "%s", o->output);
+		return mkdir_p(dirname(tmp), err);
+	}
+	return mkdir_p(*od, err);
+}
+
 static int write_text(const char *path, const char *text, struct lynn_err *err)
 {
 	return lynn_write_atomic(path, text, strlen(text), err);
@@ -305,7 +324,8 @@ static int run_gates(struct opts *o)
 	     *canon = NULL, *json = NULL, *md = NULL;
 	cJSON *sanity = NULL, *rep = NULL;
 	bool net_win = false, bar = cmd_progress_enabled();
-	const char *model = o->models[0], *base_model;
+	const char *model = o->models[0], *base_model, *od;
+	char ts[32];
 	int rc = 0, status = 3;
 	double t0;
 
@@ -333,23 +353,14 @@ static int run_gates(struct opts *o)
 			      style.n, n_ref, v8.n, v9.n, dir);
 	}
 	/* where things go */
+	if ((rc = prepare_out(o, &od, ts, &err)))
+		goto out;
 	if (o->output) {
-		char tmp[PATH_MAX];
-		snprintf(tmp, sizeof(tmp), "%s", o->output);
-		if ((rc = mkdir_p(dirname(tmp), &err)))
-			goto out;
 		report_path = strdup(o->output);
 		md_path = with_suffix(o->output, ".md");
 		cache_path = with_suffix(o->output, ".cache.jsonl.zst");
 	} else {
-		const char *od = o->out_dir ? o->out_dir : "reports";
-		char ts[32], *name = NULL;
-		time_t now = time(NULL);
-		struct tm tmv;
-		localtime_r(&now, &tmv);
-		strftime(ts, sizeof(ts), "%Y%m%dT%H%M%S", &tmv);
-		if ((rc = mkdir_p(od, &err)))
-			goto out;
+		char *name = NULL;
 		if (asprintf(&name, "4gate_%s_%s.json", tag, ts) >= 0) {
 			report_path = lynn_path_join(od, name);
 			free(name);
@@ -490,7 +501,8 @@ static int run_suite(struct opts *o)
 	struct lynn_eval_set v8 = { LYNN_EVAL_V8, NULL, 0 }, v9 = { LYNN_EVAL_V9, NULL, 0 };
 	bool want8 = false, want9 = false, bar = cmd_progress_enabled();
 	struct lynn_cache *cache = NULL;
-	char *dir = NULL, *path = NULL, *md = NULL, *cache_path = NULL;
+	char *dir = NULL, *path = NULL, *md = NULL, *cache_path = NULL, ts[32];
+	const char *od;
 	cJSON *rep = NULL, *models;
 	int rc = 0, status = 3;
 
@@ -512,22 +524,13 @@ static int run_suite(struct opts *o)
 	if ((rc = load_sets(o, dir, NULL, want8 ? &v8 : NULL, want9 ? &v9 : NULL, false, &err)))
 		goto out;
 	{
-		const char *od = o->out_dir ? o->out_dir : "reports";
-		char ts[32], *name = NULL;
-		time_t now = time(NULL);
-		struct tm tmv;
-		localtime_r(&now, &tmv);
-		strftime(ts, sizeof(ts), "%Y%m%dT%H%M%S", &tmv);
+		char *name = NULL;
+		if ((rc = prepare_out(o, &od, ts, &err)))
+			goto out;
 		if (o->output) {
-			char tmp[PATH_MAX];
-			snprintf(tmp, sizeof(tmp), "%s", o->output);
-			if ((rc = mkdir_p(dirname(tmp), &err)))
-				goto out;
 			path = strdup(o->output);
 			cache_path = with_suffix(o->output, ".cache.jsonl.zst");
 		} else {
-			if ((rc = mkdir_p(od, &err)))
-				goto out;
 			if (asprintf(&name, "daily_mix_%s.json", ts) >= 0) {
 				path = lynn_path_join(od, name);
 				free(name);
