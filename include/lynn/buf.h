@@ -9,6 +9,7 @@
 #define LYNN_BUF_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 struct lynn_buf {
 	char *data; /* NULL until the first append; NUL-terminated after */
@@ -28,6 +29,10 @@ int lynn_buf_printf(struct lynn_buf *b, const char *fmt, ...)
  * most `max` bytes of it (SIZE_MAX: all) with a cut UTF-8 sequence
  * finished, then "…" when cut. NULL appends nothing. */
 void lynn_buf_md_cell(struct lynn_buf *b, const char *s, size_t max);
+/* Append all that is left of stream f (e.g. stdin). Returns 0,
+ * -LYNN_EFORMAT when that would make the buffer longer than max_len bytes,
+ * -LYNN_EIO on a read error, -LYNN_ENOMEM. */
+int lynn_buf_read_stream(struct lynn_buf *b, FILE *f, size_t max_len);
 void lynn_buf_reset(struct lynn_buf *b); /* len = 0, keeps memory */
 void lynn_buf_release(struct lynn_buf *b); /* frees memory */
 /* Hand the string to the caller (caller frees); the buffer becomes empty.

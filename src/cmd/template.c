@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "lynn/buf.h"
 #include "lynn/chat.h"
 #include "lynn/fs.h"
 
@@ -37,24 +38,16 @@ static int read_input(const char *path, char **out, struct lynn_err *err)
 	if (strcmp(path, "-"))
 		return lynn_file_read(path, INPUT_MAX_SIZE, out, &len, err);
 	{
-		size_t cap = 1 << 16, n = 0, r;
-		char *b = malloc(cap);
-		while (b && (r = fread(b + n, 1, cap - n - 1, stdin)) > 0) {
-			n += r;
-			if (n + 1 == cap) {
-				char *nb = cap < INPUT_MAX_SIZE ? realloc(b, cap * 2) : NULL;
-				if (!nb) {
-					free(b);
-					return lynn_errf(err, -LYNN_EINVAL, "template: stdin is too large");
-				}
-				b = nb;
-				cap *= 2;
-			}
-		}
-		if (!b)
-			return lynn_errf(err, -LYNN_ENOMEM, "template: out of memory");
-		b[n] = 0;
-		*out = b;
+		struct lynn_buf b = LYNN_BUF_INIT;
+		int rc = lynn_buf_read_stream(&b, stdin, INPUT_MAX_SIZE);
+		if (!rc && !(*out = lynn_buf_detach(&b)))
+			rc = -LYNN_ENOMEM;
+		lynn_buf_release(&b);
+		if (rc == -LYNN_EFORMAT)
+			return lynn_errf(err, -LYNN_EINVAL, "template: stdin is too large");
+		if (rc)
+			return lynn_errf(err, rc, rc == -LYNN_ENOMEM ? "template: out of memory"
+								 : "template: cannot read stdin");
 		return 0;
 	}
 }

@@ -42,21 +42,6 @@ static void usage(FILE *f)
 		"unknown id), 3 runtime failure.\n");
 }
 
-static int read_stdin(struct lynn_buf *b)
-{
-	char chunk[65536];
-	size_t n;
-	while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0) {
-		if (b->len + n > MAX_STDIN)
-			return -LYNN_EFORMAT;
-		if (lynn_buf_append(b, chunk, n))
-			return -LYNN_ENOMEM;
-	}
-	if (ferror(stdin))
-		return -LYNN_EIO;
-	return lynn_buf_append(b, "", 0) ? -LYNN_ENOMEM : 0;
-}
-
 int cmd_tokenize(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -135,7 +120,7 @@ int cmd_tokenize(int argc, char **argv)
 		goto out;
 	}
 	if (!text) {
-		int r = read_stdin(&in);
+		int r = lynn_buf_read_stream(&in, stdin, MAX_STDIN);
 		if (r) {
 			lynn_errf(&err, r, r == -LYNN_EFORMAT ? "tokenize: stdin is larger than 1 GiB"
 							   : "tokenize: cannot read stdin");

@@ -105,3 +105,18 @@ void lynn_buf_md_cell(struct lynn_buf *b, const char *s, size_t max)
 	if (*s)
 		lynn_buf_puts(b, "…");
 }
+
+int lynn_buf_read_stream(struct lynn_buf *b, FILE *f, size_t max_len)
+{
+	char chunk[65536];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+		if (b->len + n > max_len)
+			return -LYNN_EFORMAT;
+		if (lynn_buf_append(b, chunk, n))
+			return -LYNN_ENOMEM;
+	}
+	if (ferror(f))
+		return -LYNN_EIO;
+	return lynn_buf_append(b, "", 0) ? -LYNN_ENOMEM : 0;
+}
