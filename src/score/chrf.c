@@ -19,119 +19,234 @@
 #include "score/score_internal.h"
 
 /*
- * Counting by prefix refinement: the n-gram at position i is identified by
- * the pair (id of the (n-1)-gram at i, item i+n-1), so each order is one
- * pass of 64-bit hash lookups with no string comparison. A position whose
- * (n-1)-gram does not occur on the other side cannot start a shared n-gram
- * either, so it drops out of the higher orders (its n-grams still count in
- * the totals, which are plain lengths).
+ * Counting by prefix refinement. Items (characters or words) are dense
+ * symbols; every order n gives each position a class number (its n-gram),
+ * the class of order n being found from (class of the (n-1)-gram, item
+ * i+n-1) with one 64-bit hash probe and no string comparison. Classes are
+ * created by the reference side; the hypothesis only looks them up. Then:
+ *  - a class on one side only cannot grow into a shared n-gram, so its
+ *    positions drop out of the higher orders (the totals are plain lengths);
+ *  - a class with exactly one position on each side (i in the hypothesis, j
+ *    in the reference) is settled at once: its longer n-grams are the only
+ *    ones of their kind on either side, so order m > n gains one match
+ *    exactly when the items at i and j agree up to m; both positions drop
+ *    out and the item comparison replaces the hash probes.
+ * Most n-grams of order ≥ 2 end in one of the two cases, so few positions
+ * reach the high orders. The inner loops are branch-free apart from the
+ * (rare) probe collisions.
  */
-#define DEAD UINT32_MAX
+#define HASH_MUL 0x9E3779B97F4A7C15ULL
 
 struct ngram_ent {
-	uint64_t key;  /* (prev id + 1) << 32 | item; 0 = empty slot */
-	uint32_t cref, chyp;
+	uint64_t key; /* (prev class + 1) << 32 | item; 0 = empty slot */
+	uint32_t cls, pad;
 };
 
-static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t nh,
-		       const uint32_t *ref, size_t nr, int max_order, int64_t *v,
+/* A buffer of `slot` that is all-zero whenever it is handed out: the caller
+ * empties every entry it fills before returning, so only a fresh allocation
+ * needs clearing. */
+static void *clean_buf(struct lynn_score_ctx *ctx, enum score_slot slot, size_t bytes,
 		       struct lynn_err *err)
 {
-	/* alive positions and the slot id of their current n-gram */
-	uint32_t *posh, *idh, *posr, *idr, *made;
+	void *before = ctx->buf[slot];
+	size_t before_cap = ctx->cap[slot];
+	void *p = score_buf(ctx, slot, bytes, err);
+	if (p && (p != before || ctx->cap[slot] != before_cap))
+		memset(p, 0, ctx->cap[slot]);
+	return p;
+}
+
+/* Positions i (hypothesis) and j (reference) hold the only n-gram of their
+ * class on each side: each longer order matches while the items agree. */
+static void settle_pair(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t nr, size_t i,
+			size_t j, int n, int max_order, int64_t *v)
+{
+	for (int m = n + 1; m <= max_order; m++) {
+		if (i + (size_t)m > nh || j + (size_t)m > nr || hyp[i + m - 1] != ref[j + m - 1])
+			break;
+		v[3 * (m - 1) + 2]++;
+	}
+}
+
+/* v[3(n-1)..] = (hyp n-grams, ref n-grams, clipped matches) for n = 1..max_order
+ * over symbol sequences hyp[0..nh) and ref[0..nr), symbols < nsym. */
+static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t nh,
+		       const uint32_t *ref, size_t nr, size_t nsym, int max_order, int64_t *v,
+		       struct lynn_err *err)
+{
+	/* alive positions and the class of their current n-gram */
+	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos;
 	struct ngram_ent *t;
-	size_t cap, nah = nh, nar = nr;
-	unsigned shift;
+	size_t ncls, nah = 0, nar = 0;
+	int64_t match = 0;
 
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
 	if (nr == 0)
 		return 0; /* no reference n-gram of any order: all counts 0 */
+	ncls = (nsym > nr ? nsym : nr) + 2;
 	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh, err);
 	posr = score_buf(ctx, SLOT_HASH_B, 3 * (nr + 1) * sizeof *posr, err);
-	cap = pow2_at_least(2 * nr + 2);
-	shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)cap);
-	/* The table lives in the context and is kept all-zero between calls
-	 * (every slot filled is emptied again), so only a fresh buffer needs
-	 * clearing. */
-	{
-		void *before = ctx->buf[SLOT_NGRAM];
-		size_t before_cap = ctx->cap[SLOT_NGRAM];
-		t = score_buf(ctx, SLOT_NGRAM, cap * sizeof *t, err);
-		if (t && (t != before || ctx->cap[SLOT_NGRAM] != before_cap))
-			memset(t, 0, ctx->cap[SLOT_NGRAM]);
-	}
-	if (!posh || !posr || !t)
+	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
+	t = cr ? clean_buf(ctx, SLOT_NGRAM, pow2_at_least(4 * nr + 4) * sizeof *t, err) : NULL;
+	if (!t)
 		return -LYNN_ENOMEM;
 	idh = posh + nh + 1;
 	idr = posr + nr + 1;
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
+	chc = cr + ncls;
+	hpos = chc + ncls;
+
+	/* order 1: the classes are the symbols themselves */
+	memset(cr, 0, nsym * sizeof *cr);
+	memset(chc, 0, nsym * sizeof *chc);
+	for (size_t j = 0; j < nr; j++)
+		cr[ref[j]]++;
 	for (size_t i = 0; i < nh; i++) {
-		posh[i] = (uint32_t)i;
-		idh[i] = 0; /* the empty prefix */
+		uint32_t c = hyp[i];
+		match += chc[c] < cr[c];
+		chc[c]++;
+		hpos[c] = (uint32_t)i;
 	}
-	for (size_t i = 0; i < nr; i++) {
-		posr[i] = (uint32_t)i;
-		idr[i] = 0;
+	v[0] = (int64_t)nh;
+	v[1] = (int64_t)nr;
+	v[2] = match;
+	for (size_t j = 0; j < nr; j++) {
+		uint32_t c = ref[j], h = chc[c];
+		if (h == 1 && cr[c] == 1)
+			settle_pair(hyp, nh, ref, nr, hpos[c], j, 1, max_order, v);
+		else if (h) {
+			posr[nar] = (uint32_t)j;
+			idr[nar++] = c;
+		}
+	}
+	for (size_t i = 0; i < nh; i++) {
+		uint32_t c = hyp[i];
+		posh[nah] = (uint32_t)i;
+		idh[nah] = c;
+		nah += cr[c] != 0 && (cr[c] != 1 || chc[c] != 1);
 	}
 
-	for (int n = 1; n <= max_order; n++) {
-		size_t cr = nr >= (size_t)n ? nr - (size_t)n + 1 : 0;
-		size_t ch = nh >= (size_t)n ? nh - (size_t)n + 1 : 0;
-		size_t nmade = 0, w;
-		int64_t match = 0;
+	for (int n = 2; n <= max_order; n++) {
+		size_t cr_n = nr >= (size_t)n ? nr - (size_t)n + 1 : 0;
+		size_t ch_n = nh >= (size_t)n ? nh - (size_t)n + 1 : 0;
+		size_t nmade = 0, w, cap, mask;
+		uint32_t nk = 0, dummy;
+		unsigned shift;
 
-		if (cr == 0)
+		if (cr_n == 0)
 			break; /* this and higher orders: reference empty → (0, 0, 0) */
-		v[3 * (n - 1)] = (int64_t)ch;
-		v[3 * (n - 1) + 1] = (int64_t)cr;
+		v[3 * (n - 1)] = (int64_t)ch_n;
+		v[3 * (n - 1) + 1] = (int64_t)cr_n;
 		/* positions are ascending: the ones past the end drop off the tail */
-		while (nar && posr[nar - 1] >= cr)
+		while (nar && posr[nar - 1] >= cr_n)
 			nar--;
-		while (nah && posh[nah - 1] >= ch)
+		while (nah && posh[nah - 1] >= ch_n)
 			nah--;
 		if (nar == 0 || nah == 0)
 			continue; /* no shared (n-1)-gram left: no more matches */
+		cap = pow2_at_least(4 * nar + 4);
+		mask = cap - 1;
+		shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)cap);
+		dummy = (uint32_t)nar; /* classes are < nar: a sink for misses */
+		memset(cr, 0, (nar + 1) * sizeof *cr);
+		memset(chc, 0, (nar + 1) * sizeof *chc);
 		for (size_t k = 0; k < nar; k++) {
 			uint64_t key = ((uint64_t)idr[k] + 1) << 32 | ref[posr[k] + (size_t)n - 1];
-			size_t pos = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> shift);
-			while (t[pos].key && t[pos].key != key)
-				pos = (pos + 1) & (cap - 1);
-			if (!t[pos].key) {
-				t[pos].key = key;
-				made[nmade++] = (uint32_t)pos;
-			}
-			t[pos].cref++;
-			idr[k] = (uint32_t)pos;
+			size_t pos = (size_t)((key * HASH_MUL) >> shift);
+			uint32_t fresh, c;
+			while (t[pos].key != key && t[pos].key)
+				pos = (pos + 1) & mask;
+			fresh = t[pos].key == 0;
+			c = fresh ? nk : t[pos].cls;
+			t[pos].key = key;
+			t[pos].cls = c;
+			made[nmade] = (uint32_t)pos;
+			nmade += fresh;
+			nk += fresh;
+			cr[c]++;
+			idr[k] = c;
 		}
-		w = 0;
+		match = 0;
 		for (size_t k = 0; k < nah; k++) {
 			uint64_t key = ((uint64_t)idh[k] + 1) << 32 | hyp[posh[k] + (size_t)n - 1];
-			size_t pos = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> shift);
-			while (t[pos].key && t[pos].key != key)
-				pos = (pos + 1) & (cap - 1);
-			if (!t[pos].key)
-				continue; /* not in the reference: drops out */
-			match += t[pos].chyp < t[pos].cref;
-			t[pos].chyp++;
+			size_t pos = (size_t)((key * HASH_MUL) >> shift);
+			uint32_t c;
+			while (t[pos].key != key && t[pos].key)
+				pos = (pos + 1) & mask;
+			c = t[pos].key ? t[pos].cls : dummy;
+			match += chc[c] < cr[c];
+			chc[c]++;
+			hpos[c] = posh[k];
+			idh[k] = c;
+		}
+		v[3 * (n - 1) + 2] += match;
+		/* class numbers depend on the order's keys: empty the slots */
+		for (size_t k = 0; k < nmade; k++)
+			t[made[k]].key = 0;
+		w = 0;
+		for (size_t k = 0; k < nar; k++) {
+			uint32_t c = idr[k], h = chc[c];
+			if (h == 1 && cr[c] == 1) {
+				settle_pair(hyp, nh, ref, nr, hpos[c], posr[k], n, max_order, v);
+			} else if (h) {
+				posr[w] = posr[k];
+				idr[w++] = c;
+			}
+		}
+		nar = w;
+		w = 0;
+		for (size_t k = 0; k < nah; k++) {
+			uint32_t c = idh[k];
 			posh[w] = posh[k];
-			idh[w++] = (uint32_t)pos;
+			idh[w] = c;
+			w += cr[c] != 0 && (cr[c] != 1 || chc[c] != 1);
 		}
 		nah = w;
-		/* reference n-grams the hypothesis lacks cannot extend into matches */
-		w = 0;
-		for (size_t k = 0; k < nar; k++)
-			if (t[idr[k]].chyp) {
-				posr[w] = posr[k];
-				idr[w++] = idr[k];
-			}
-		nar = w;
-		v[3 * (n - 1) + 2] = match;
-		/* ids are slot numbers, unique within an order; empty the slots
-		 * for the next order (its keys embed these ids) */
-		for (size_t k = 0; k < nmade; k++)
-			t[made[k]] = (struct ngram_ent){ 0, 0, 0 };
 	}
 	return 0;
+}
+
+/*
+ * Characters of s[0..len) as symbols (whitespace dropped unless keep_ws):
+ * ASCII code points are their own symbols, other code points get 128, 129, …
+ * in order of first appearance through the table `tab` (cap entries, all
+ * zero on entry and on return; `used` lists the slots filled). Returns the
+ * count written to out.
+ */
+struct cp_ent {
+	uint32_t cp; /* 0 = empty (never a non-ASCII code point) */
+	uint32_t sym;
+};
+
+static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t cap,
+			uint32_t *used, size_t *nused, uint32_t *out)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	unsigned shift = 32 - (unsigned)__builtin_ctzll((unsigned long long)cap);
+	size_t i = 0, n = 0;
+	while (i < len) {
+		uint32_t c = u[i];
+		size_t pos;
+		if (c < 0x80) {
+			i++;
+			out[n] = c;
+			n += keep_ws || !py_isspace(c);
+			continue;
+		}
+		c = utf8_next(u, len, &i);
+		if (!keep_ws && py_isspace_nonascii(c))
+			continue;
+		pos = (uint32_t)(c * 0x9E3779B1u) >> shift;
+		while (tab[pos].cp != c && tab[pos].cp)
+			pos = (pos + 1) & (cap - 1);
+		if (!tab[pos].cp) {
+			tab[pos].cp = c;
+			tab[pos].sym = 128 + (uint32_t)*nused;
+			used[(*nused)++] = (uint32_t)pos;
+		}
+		out[n++] = tab[pos].sym;
+	}
+	return n;
 }
 
 static bool is_punct(uint32_t c)
@@ -190,8 +305,9 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 			    struct lynn_chrf_stats *out, struct lynn_err *err)
 {
 	struct lynn_score_ctx tmp, *ctx = score_ctx_get(ctx_in, &tmp);
-	uint32_t *all, *ch, *cr;
-	size_t nh, nr, mh = 0, mr = 0;
+	uint32_t *ch, *cr, *used;
+	struct cp_ent *tab;
+	size_t nh, nr, nused = 0, cap;
 	int rc;
 
 	if ((rc = check_opts(o, err)))
@@ -199,16 +315,17 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 	memset(out, 0, sizeof *out);
 	out->n_orders = o->char_order + o->word_order;
 	rc = -LYNN_ENOMEM;
-	/* hyp then ref code points, whitespace kept (words need it) */
-	all = score_buf(ctx, SLOT_CP_A, (hyp_len + ref_len + 1) * sizeof *all, err);
-	if (!all)
-		goto out;
-	nh = utf8_decode(hyp, hyp_len, all);
-	nr = utf8_decode(ref, ref_len, all + nh);
 
 	if (o->word_order > 0) {
-		size_t ntot = nh + nr, nwh, nwr, nd;
-		uint32_t *off, *len, *ids;
+		uint32_t *all, *off, *len, *ids;
+		size_t ntot, nwh, nwr, nd;
+		/* hyp then ref code points, whitespace kept (words need it) */
+		all = score_buf(ctx, SLOT_CP_A, (hyp_len + ref_len + 1) * sizeof *all, err);
+		if (!all)
+			goto out;
+		nh = utf8_decode(hyp, hyp_len, all);
+		nr = utf8_decode(ref, ref_len, all + nh);
+		ntot = nh + nr;
 		off = score_buf(ctx, SLOT_IDS_A, 3 * (ntot + 1) * sizeof *off, err);
 		if (!off)
 			goto out;
@@ -218,24 +335,27 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 		nwr = split_words(all, nh, nr, off + nwh, len + nwh);
 		if ((rc = score_intern(ctx, SLOT_TABLE, all, off, len, nwh + nwr, ids, &nd, err)))
 			goto out;
-		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, o->word_order,
+		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
 				 out->v + 3 * o->char_order, err);
 		if (rc)
 			goto out;
 		rc = -LYNN_ENOMEM;
 	}
 
-	ch = score_buf(ctx, SLOT_CP_C, (nh + 1) * sizeof *ch, err);
-	cr = score_buf(ctx, SLOT_CP_D, (nr + 1) * sizeof *cr, err);
-	if (!ch || !cr)
+	/* symbols: hyp at ch, ref at cr, both at most one per byte */
+	ch = score_buf(ctx, SLOT_CP_C, (hyp_len + 1) * sizeof *ch, err);
+	cr = score_buf(ctx, SLOT_CP_D, (ref_len + 1) * sizeof *cr, err);
+	used = score_buf(ctx, SLOT_CP_B, (hyp_len + ref_len + 1) * sizeof *used, err);
+	/* a non-ASCII code point takes ≥ 2 bytes: at most half full */
+	cap = pow2_at_least(hyp_len + ref_len + 2);
+	tab = ch && cr && used ? clean_buf(ctx, SLOT_CHRF_CP, cap * sizeof *tab, err) : NULL;
+	if (!tab)
 		goto out;
-	for (size_t i = 0; i < nh; i++)
-		if (o->whitespace || !py_isspace(all[i]))
-			ch[mh++] = all[i];
-	for (size_t i = 0; i < nr; i++)
-		if (o->whitespace || !py_isspace(all[nh + i]))
-			cr[mr++] = all[nh + i];
-	rc = ngram_stats(ctx, ch, mh, cr, mr, o->char_order, out->v, err);
+	nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch);
+	nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr);
+	for (size_t k = 0; k < nused; k++)
+		tab[used[k]].cp = 0;
+	rc = ngram_stats(ctx, ch, nh, cr, nr, 128 + nused, o->char_order, out->v, err);
 out:
 	score_ctx_done(ctx, &tmp);
 	return rc;
