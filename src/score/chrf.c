@@ -56,18 +56,6 @@ static void *clean_buf(struct lynn_score_ctx *ctx, enum score_slot slot, size_t 
 	return p;
 }
 
-/* Positions i (hypothesis) and j (reference) hold the only n-gram of their
- * class on each side: each longer order matches while the items agree. */
-static void settle_pair(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t nr, size_t i,
-			size_t j, int n, int max_order, int64_t *v)
-{
-	for (int m = n + 1; m <= max_order; m++) {
-		if (i + (size_t)m > nh || j + (size_t)m > nr || hyp[i + m - 1] != ref[j + m - 1])
-			break;
-		v[3 * (m - 1) + 2]++;
-	}
-}
-
 /* v[3(n-1)..] = (hyp n-grams, ref n-grams, clipped matches) for n = 1..max_order
  * over symbol sequences hyp[0..nh) and ref[0..nr), symbols < nsym. */
 static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t nh,
@@ -75,9 +63,9 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		       struct lynn_err *err)
 {
 	/* alive positions and the class of their current n-gram */
-	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos;
+	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj;
 	struct ngram_ent *t;
-	size_t ncls, nah = 0, nar = 0;
+	size_t ncls, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
 	int64_t match = 0;
 
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
@@ -85,7 +73,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		return 0; /* no reference n-gram of any order: all counts 0 */
 	ncls = (nsym > nr ? nsym : nr) + 2;
 	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh, err);
-	posr = score_buf(ctx, SLOT_HASH_B, 3 * (nr + 1) * sizeof *posr, err);
+	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr, err);
 	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
 	t = cr ? clean_buf(ctx, SLOT_NGRAM, pow2_at_least(4 * nr + 4) * sizeof *t, err) : NULL;
 	if (!t)
@@ -93,6 +81,8 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	idh = posh + nh + 1;
 	idr = posr + nr + 1;
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
+	pi = made + nr + 1;
+	pj = pi + nr + 1;
 	chc = cr + ncls;
 	hpos = chc + ncls;
 
@@ -111,19 +101,19 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	v[1] = (int64_t)nr;
 	v[2] = match;
 	for (size_t j = 0; j < nr; j++) {
-		uint32_t c = ref[j], h = chc[c];
-		if (h == 1 && cr[c] == 1)
-			settle_pair(hyp, nh, ref, nr, hpos[c], j, 1, max_order, v);
-		else if (h) {
-			posr[nar] = (uint32_t)j;
-			idr[nar++] = c;
-		}
+		uint32_t c = ref[j], h = chc[c], r = cr[c];
+		posr[nar] = (uint32_t)j;
+		idr[nar] = c;
+		nar += (h != 0) & (h + r != 2);
+		pi[np] = hpos[c];
+		pj[np] = (uint32_t)j;
+		np += (h == 1) & (r == 1);
 	}
 	for (size_t i = 0; i < nh; i++) {
-		uint32_t c = hyp[i];
+		uint32_t c = hyp[i], r = cr[c];
 		posh[nah] = (uint32_t)i;
 		idh[nah] = c;
-		nah += cr[c] != 0 && (cr[c] != 1 || chc[c] != 1);
+		nah += (r != 0) & (r + chc[c] != 2);
 	}
 
 	for (int n = 2; n <= max_order; n++) {
@@ -137,6 +127,18 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			break; /* this and higher orders: reference empty → (0, 0, 0) */
 		v[3 * (n - 1)] = (int64_t)ch_n;
 		v[3 * (n - 1) + 1] = (int64_t)cr_n;
+		/* settled pairs: one match while their items keep agreeing */
+		w = 0;
+		for (size_t q = 0; q < np; q++) {
+			size_t a = pi[q] + (size_t)n - 1, b = pj[q] + (size_t)n - 1;
+			size_t in = (a < nh) & (b < nr);
+			size_t ok = in & (hyp[in ? a : 0] == ref[in ? b : 0]);
+			pi[w] = pi[q];
+			pj[w] = pj[q];
+			w += ok;
+		}
+		np = w;
+		v[3 * (n - 1) + 2] = (int64_t)np;
 		/* positions are ascending: the ones past the end drop off the tail */
 		while (nar && posr[nar - 1] >= cr_n)
 			nar--;
@@ -185,21 +187,21 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			t[made[k]].key = 0;
 		w = 0;
 		for (size_t k = 0; k < nar; k++) {
-			uint32_t c = idr[k], h = chc[c];
-			if (h == 1 && cr[c] == 1) {
-				settle_pair(hyp, nh, ref, nr, hpos[c], posr[k], n, max_order, v);
-			} else if (h) {
-				posr[w] = posr[k];
-				idr[w++] = c;
-			}
+			uint32_t c = idr[k], h = chc[c], r = cr[c];
+			posr[w] = posr[k];
+			idr[w] = c;
+			w += (h != 0) & (h + r != 2);
+			pi[np] = hpos[c];
+			pj[np] = posr[k];
+			np += (h == 1) & (r == 1);
 		}
 		nar = w;
 		w = 0;
 		for (size_t k = 0; k < nah; k++) {
-			uint32_t c = idh[k];
+			uint32_t c = idh[k], r = cr[c];
 			posh[w] = posh[k];
 			idh[w] = c;
-			w += cr[c] != 0 && (cr[c] != 1 || chc[c] != 1);
+			w += (r != 0) & (r + chc[c] != 2);
 		}
 		nah = w;
 	}
