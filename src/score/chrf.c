@@ -251,9 +251,12 @@ static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *
 	return n;
 }
 
+/* Python string.punctuation: !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~ as bit masks */
 static bool is_punct(uint32_t c)
 {
-	return c < 0x80 && strchr("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", (int)c) && c != 0;
+	static const uint64_t lo = 0xFC00FFFE00000000ULL; /* 0x21..0x2F, 0x3A..0x3F */
+	static const uint64_t hi = 0x78000001F8000001ULL; /* 0x40, 0x5B..0x60, 0x7B..0x7E */
+	return c < 64 ? (lo >> c) & 1 : c < 128 ? (hi >> (c - 64)) & 1 : false;
 }
 
 /* sacreBLEU _remove_punctuation: spans of the words of cps[0..n). */
