@@ -75,7 +75,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh, err);
 	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr, err);
 	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
-	t = cr ? clean_buf(ctx, SLOT_NGRAM, pow2_at_least(4 * nr + 4) * sizeof *t, err) : NULL;
+	t = cr ? clean_buf(ctx, SLOT_NGRAM, pow2_at_least(8 * nr + 8) * sizeof *t, err) : NULL;
 	if (!t)
 		return -LYNN_ENOMEM;
 	idh = posh + nh + 1;
@@ -146,7 +146,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			nah--;
 		if (nar == 0 || nah == 0)
 			continue; /* no shared (n-1)-gram left: no more matches */
-		cap = pow2_at_least(4 * nar + 4);
+		cap = pow2_at_least(8 * nar + 8);
 		mask = cap - 1;
 		shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)cap);
 		dummy = (uint32_t)nar; /* classes are < nar: a sink for misses */
