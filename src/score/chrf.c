@@ -235,7 +235,18 @@ static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *
 			n += keep_ws || !py_isspace(c);
 			continue;
 		}
-		c = utf8_next(u, len, &i);
+		if (c >= 0xC2 && c <= 0xDF && i + 1 < len && (u[i + 1] & 0xC0) == 0x80) {
+			c = (c & 0x1F) << 6 | (u[i + 1] & 0x3Fu);
+			i += 2;
+		} else if (c >= 0xE1 && c <= 0xEF && c != 0xED && i + 2 < len &&
+			   (u[i + 1] & 0xC0) == 0x80 && (u[i + 2] & 0xC0) == 0x80) {
+			/* well-formed 3-byte form (E0 and ED have narrower second
+			 * bytes: left to utf8_next) */
+			c = (c & 0x0F) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu);
+			i += 3;
+		} else {
+			c = utf8_next(u, len, &i);
+		}
 		if (!keep_ws && py_isspace_nonascii(c))
 			continue;
 		pos = (uint32_t)(c * 0x9E3779B1u) >> shift;
