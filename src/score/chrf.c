@@ -156,7 +156,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			uint64_t key = ((uint64_t)idr[k] + 1) << 32 | ref[posr[k] + (size_t)n - 1];
 			size_t pos = (size_t)((key * HASH_MUL) >> shift);
 			uint32_t fresh, c;
-			while (t[pos].key != key && t[pos].key)
+			while ((t[pos].key != key) & (t[pos].key != 0))
 				pos = (pos + 1) & mask;
 			fresh = t[pos].key == 0;
 			c = fresh ? nk : t[pos].cls;
@@ -173,7 +173,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			uint64_t key = ((uint64_t)idh[k] + 1) << 32 | hyp[posh[k] + (size_t)n - 1];
 			size_t pos = (size_t)((key * HASH_MUL) >> shift);
 			uint32_t c;
-			while (t[pos].key != key && t[pos].key)
+			while ((t[pos].key != key) & (t[pos].key != 0))
 				pos = (pos + 1) & mask;
 			c = t[pos].key ? t[pos].cls : dummy;
 			match += chc[c] < cr[c];
@@ -250,7 +250,7 @@ static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *
 		if (!keep_ws && py_isspace_nonascii(c))
 			continue;
 		pos = (uint32_t)(c * 0x9E3779B1u) >> shift;
-		while (tab[pos].cp != c && tab[pos].cp)
+		while ((tab[pos].cp != c) & (tab[pos].cp != 0))
 			pos = (pos + 1) & (cap - 1);
 		if (!tab[pos].cp) {
 			tab[pos].cp = c;
