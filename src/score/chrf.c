@@ -37,6 +37,13 @@
  */
 #define HASH_MUL 0x9E3779B97F4A7C15ULL
 
+/* 1 when a != 0, as arithmetic: the probe tests below must compile to one
+ * branch (taken on a collision only) and no data-dependent jump. */
+static inline uint64_t nz64(uint64_t a)
+{
+	return (a | (0 - a)) >> 63;
+}
+
 struct ngram_ent {
 	uint64_t key; /* (prev class + 1) << 32 | item; 0 = empty slot */
 	uint32_t cls, pad;
@@ -155,11 +162,15 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		for (size_t k = 0; k < nar; k++) {
 			uint64_t key = ((uint64_t)idr[k] + 1) << 32 | ref[posr[k] + (size_t)n - 1];
 			size_t pos = (size_t)((key * HASH_MUL) >> shift);
+			uint64_t x = t[pos].key;
 			uint32_t fresh, c;
-			while ((t[pos].key != key) & (t[pos].key != 0))
+			while (nz64(x ^ key) & nz64(x)) {
 				pos = (pos + 1) & mask;
-			fresh = t[pos].key == 0;
-			c = fresh ? nk : t[pos].cls;
+				x = t[pos].key;
+			}
+			fresh = (uint32_t)(nz64(x) ^ 1);
+			c = t[pos].cls;
+			c ^= (c ^ nk) & (0u - fresh);
 			t[pos].key = key;
 			t[pos].cls = c;
 			made[nmade] = (uint32_t)pos;
@@ -172,10 +183,14 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		for (size_t k = 0; k < nah; k++) {
 			uint64_t key = ((uint64_t)idh[k] + 1) << 32 | hyp[posh[k] + (size_t)n - 1];
 			size_t pos = (size_t)((key * HASH_MUL) >> shift);
+			uint64_t x = t[pos].key;
 			uint32_t c;
-			while ((t[pos].key != key) & (t[pos].key != 0))
+			while (nz64(x ^ key) & nz64(x)) {
 				pos = (pos + 1) & mask;
-			c = t[pos].key ? t[pos].cls : dummy;
+				x = t[pos].key;
+			}
+			c = t[pos].cls;
+			c ^= (c ^ dummy) & (0u - (uint32_t)(nz64(x) ^ 1));
 			match += chc[c] < cr[c];
 			chc[c]++;
 			hpos[c] = posh[k];
