@@ -138,8 +138,8 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		w = 0;
 		for (size_t q = 0; q < np; q++) {
 			size_t a = pi[q] + (size_t)n - 1, b = pj[q] + (size_t)n - 1;
-			size_t in = (a < nh) & (b < nr);
-			size_t ok = in & (hyp[in ? a : 0] == ref[in ? b : 0]);
+			size_t in = (size_t)(a < nh) & (size_t)(b < nr), m = 0 - in;
+			size_t ok = in & (hyp[a & m] == ref[b & m]); /* out of range: reads [0] */
 			pi[w] = pi[q];
 			pj[w] = pj[q];
 			w += ok;
