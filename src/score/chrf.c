@@ -247,7 +247,8 @@ static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *
 		if (c < 0x80) {
 			i++;
 			out[n] = c;
-			n += keep_ws || !py_isspace(c);
+			/* ASCII whitespace (9..13, 28..32) by bit mask, no branch */
+			n += keep_ws | !((c < 64) & (unsigned)(0x1F0003E00ULL >> (c & 63)));
 			continue;
 		}
 		if (c >= 0xC2 && c <= 0xDF && i + 1 < len && (u[i + 1] & 0xC0) == 0x80) {
