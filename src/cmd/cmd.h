@@ -47,5 +47,6 @@ int cmd_score(int argc, char **argv);
 int cmd_quant_verify(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

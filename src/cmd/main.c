@@ -28,6 +28,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
 	{ "sanity", cmd_sanity, "check a LoRA adapter really changes the model" },
 	{ "merge", cmd_merge, "merge a LoRA adapter into its base, streamed" },
+	{ "quantize", cmd_quantize, "round-to-nearest NVFP4 (compressed-tensors or ModelOpt)" },
 	{ "pack", cmd_pack, "ship gate: complete a quantized folder and check files, tokenizer, weights" },
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
 	{ "quant-verify", cmd_quant_verify, "is each quantized variant still the reference model? (PASS/FAIL)" },
@@ -112,7 +113,7 @@ int cmd_help(int argc, char **argv)
 	const struct lynn_cmd *c;
 	char *sub[3];
 
-	if (argc < 2) {
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		print_overview(stdout);
 		return 0;
 	}
@@ -134,8 +135,8 @@ int cmd_help(int argc, char **argv)
 
 int cmd_version(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
+	if (argc > 1 && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))
+		return cmd_usage_error("version", "unexpected argument '%s'", argv[1]);
 	printf("lynn %s (git %s)\n", LYNN_VERSION, lynn_git_hash());
 	printf("build: cuda=%s simd=%s compiler=%s\n", lynn_build_cuda(), lynn_build_simd(),
 	       __VERSION__);
