@@ -72,7 +72,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	/* alive positions and the class of their current n-gram */
 	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj;
 	struct ngram_ent *t;
-	size_t ncls, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
+	size_t ncls, tcap, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
 	int64_t match = 0;
 
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
@@ -82,7 +82,9 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh, err);
 	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr, err);
 	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
-	t = cr ? clean_buf(ctx, SLOT_NGRAM, pow2_at_least(8 * nr + 8) * sizeof *t, err) : NULL;
+	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory) */
+	tcap = pow2_at_least((nr <= 65536 ? 8 : 2) * nr + 8);
+	t = cr ? clean_buf(ctx, SLOT_NGRAM, tcap * sizeof *t, err) : NULL;
 	if (!t)
 		return -LYNN_ENOMEM;
 	idh = posh + nh + 1;
@@ -154,6 +156,8 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		if (nar == 0 || nah == 0)
 			continue; /* no shared (n-1)-gram left: no more matches */
 		cap = pow2_at_least(8 * nar + 8);
+		if (cap > tcap)
+			cap = tcap;
 		mask = cap - 1;
 		shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)cap);
 		dummy = (uint32_t)nar; /* classes are < nar: a sink for misses */
@@ -378,8 +382,19 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 	ch = score_buf(ctx, SLOT_CP_C, (hyp_len + 1) * sizeof *ch, err);
 	cr = score_buf(ctx, SLOT_CP_D, (ref_len + 1) * sizeof *cr, err);
 	used = score_buf(ctx, SLOT_CP_B, (hyp_len + ref_len + 1) * sizeof *used, err);
-	/* a non-ASCII code point takes ≥ 2 bytes: at most half full */
-	cap = pow2_at_least(hyp_len + ref_len + 2);
+	/* distinct non-ASCII symbols: U+FFFD plus code points of ≥ 2 bytes each,
+	 * and no more than Unicode has; the table stays at most half full */
+	{
+		size_t high = 0, most;
+		for (size_t k = 0; k < hyp_len; k++)
+			high += (unsigned char)hyp[k] >= 0x80;
+		for (size_t k = 0; k < ref_len; k++)
+			high += (unsigned char)ref[k] >= 0x80;
+		most = high / 2 + 1;
+		if (most > 0x110001)
+			most = 0x110001;
+		cap = pow2_at_least(2 * most + 2);
+	}
 	tab = ch && cr && used ? clean_buf(ctx, SLOT_CHRF_CP, cap * sizeof *tab, err) : NULL;
 	if (!tab)
 		goto out;
