@@ -68,6 +68,12 @@ struct vkey {
 };
 #define VK_ENC 0x80000000u
 
+/* A merge result: rank (UINT32_MAX: none) and the merged id. */
+struct bpair {
+	uint32_t rank;
+	int32_t id;
+};
+
 struct mslot {
 	uint64_t key; /* left << 32 | right; UINT64_MAX empty */
 	uint32_t rank;
@@ -90,6 +96,9 @@ struct lynn_tok {
 	uint64_t *vh; /* vocab hash: hash tag << 32 | (id + 1), 0 empty */
 	uint32_t vh_mask;
 	struct mslot *ms; /* merge hash */
+	/* merges of two single-byte tokens by the bytes' values, [a * 256 + b]
+	 * (every first-round lookup of BPE; 512 KiB, stays in cache) */
+	struct bpair *byte_pairs;
 	uint32_t mh_mask;
 	size_t n_merges;
 
@@ -362,6 +371,12 @@ static inline bool merge_get(const struct lynn_tok *t, int32_t l, int32_t r, uin
 	}
 }
 
+static inline void merge_prefetch(const struct lynn_tok *t, int32_t l, int32_t r)
+{
+	uint64_t k = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
+	__builtin_prefetch(&t->ms[(uint32_t)hash_pair(k) & t->mh_mask]);
+}
+
 static void merge_put(struct lynn_tok *t, int32_t l, int32_t r, uint32_t rank, int32_t id)
 {
 	uint64_t k = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
@@ -377,7 +392,7 @@ static void merge_put(struct lynn_tok *t, int32_t l, int32_t r, uint32_t rank, i
 static int merges_alloc(struct lynn_tok *t, size_t n)
 {
 	size_t cap = 16;
-	while (cap < n * 2 + 2 && cap < (1u << 28))
+	while (cap < n + n / 2 + 2 && cap < (1u << 28))
 		cap <<= 1;
 	free(t->ms);
 	t->ms = malloc(cap * sizeof *t->ms);
@@ -389,10 +404,10 @@ static int merges_alloc(struct lynn_tok *t, size_t n)
 	return 0;
 }
 
-/* Keep the load factor under 1/2. */
+/* Keep the load factor under 3/4 (linear probing over 16-byte slots). */
 static int merges_reserve(struct lynn_tok *t)
 {
-	if ((t->n_merges + 1) * 2 <= (size_t)t->mh_mask + 1)
+	if ((t->n_merges + 1) * 4 <= ((size_t)t->mh_mask + 1) * 3)
 		return 0;
 	struct mslot *old = t->ms;
 	size_t oc = (size_t)t->mh_mask + 1;
@@ -1731,6 +1746,18 @@ static struct lynn_tok *tok_new(void)
 
 int lynn_tok_finish(struct lynn_tok *t, struct lynn_err *err)
 {
+	t->byte_pairs = malloc(65536 * sizeof *t->byte_pairs);
+	if (!t->byte_pairs)
+		return lynn_errf(err, -LYNN_ENOMEM, "tok: out of memory");
+	for (int a = 0; a < 256; a++)
+		for (int b = 0; b < 256; b++) {
+			struct bpair *bp = &t->byte_pairs[a * 256 + b];
+			bp->rank = UINT32_MAX;
+			bp->id = -1;
+			if (t->byte_id[a] >= 0 && t->byte_id[b] >= 0 &&
+			    !merge_get(t, t->byte_id[a], t->byte_id[b], &bp->rank, &bp->id))
+				bp->rank = UINT32_MAX;
+		}
 	t->mctx = pcre2_match_context_create(NULL);
 	if (!t->mctx)
 		return lynn_errf(err, -LYNN_ENOMEM, "tok: out of memory");
@@ -1938,6 +1965,7 @@ void lynn_tok_free(struct lynn_tok *t)
 	free(t->arena);
 	free(t->vh);
 	free(t->ms);
+	free(t->byte_pairs);
 	for (size_t i = 0; i < t->n_added; i++)
 		free(t->added[i].text);
 	free(t->added);
@@ -2084,14 +2112,27 @@ struct sym {
 	int32_t prev, next;
 };
 
+#define WC_SIZE 4096 /* entries, a power of two */
+#define WC_KEY 24    /* longest cached piece, bytes */
+#define WC_IDS 6     /* most ids of a cached piece */
+#define WC_MIN_INPUT 4096 /* inputs shorter than this go without the cache */
+
+struct wc_ent {
+	uint64_t h;
+	uint32_t len, n;
+	uint8_t key[WC_KEY];
+	int32_t ids[WC_IDS];
+};
+
 struct enc {
 	const struct lynn_tok *t;
+	struct wc_ent *wc;
 	unsigned flags;
 	struct lynn_tok_ids *out;
 	pcre2_match_data *md[MAX_SPLITS];
 	struct lynn_buf norm;
 	struct sym *syms;
-	uint32_t *ranks;
+	struct bpair *pairs;
 	uint64_t *heap;
 	size_t cap;
 	struct lynn_err *err;
@@ -2131,10 +2172,10 @@ static int enc_reserve(struct enc *e, size_t n)
 	if (!s)
 		return -LYNN_ENOMEM;
 	e->syms = s;
-	uint32_t *r = realloc(e->ranks, c * sizeof *r);
+	struct bpair *r = realloc(e->pairs, c * sizeof *r);
 	if (!r)
 		return -LYNN_ENOMEM;
-	e->ranks = r;
+	e->pairs = r;
 	uint64_t *h = realloc(e->heap, c * sizeof *h);
 	if (!h)
 		return -LYNN_ENOMEM;
@@ -2178,7 +2219,38 @@ static inline uint64_t heap_pop(uint64_t *h, size_t *n)
 
 /* BPE over one pre-tokenized piece (models/bpe/word.rs merge_all: the pair
  * of lowest rank merges first, the leftmost on ties). */
+static int bpe_merge(struct enc *e, const uint8_t *s, size_t n);
+
+/* Pieces repeat (words, indentation): a long input keeps a per-call cache
+ * of short pieces and their ids, direct-mapped by hash (HF keeps a word
+ * cache too). Per call, so a loaded tokenizer stays immutable. */
 static int bpe(struct enc *e, const uint8_t *s, size_t n)
+{
+	struct wc_ent *c = NULL;
+	uint64_t h = 0;
+	if (e->wc && n <= WC_KEY) {
+		h = hash_bytes(s, n, true);
+		c = &e->wc[h & (WC_SIZE - 1)];
+		if (c->h == h && c->len == n && !memcmp(c->key, s, n)) {
+			for (uint32_t i = 0; i < c->n; i++)
+				if (ids_push(e->out, c->ids[i]))
+					return -LYNN_ENOMEM;
+			return 0;
+		}
+	}
+	size_t n0 = e->out->n;
+	int rc = bpe_merge(e, s, n);
+	if (!rc && c && e->out->n - n0 <= WC_IDS) {
+		c->h = h;
+		c->len = (uint32_t)n;
+		c->n = (uint32_t)(e->out->n - n0);
+		memcpy(c->key, s, n);
+		memcpy(c->ids, e->out->ids + n0, c->n * sizeof *c->ids);
+	}
+	return rc;
+}
+
+static int bpe_merge(struct enc *e, const uint8_t *s, size_t n)
 {
 	const struct lynn_tok *t = e->t;
 	size_t m = 0;
@@ -2195,40 +2267,54 @@ static int bpe(struct enc *e, const uint8_t *s, size_t n)
 	if (enc_reserve(e, n + 1))
 		return -LYNN_ENOMEM;
 	struct sym *sy = e->syms;
+	bool all_bytes = true;
 	for (size_t i = 0; i < n; i++) {
 		int32_t id = t->byte_id[s[i]];
-		if (id < 0)
+		if (id < 0) {
+			all_bytes = false;
 			id = t->unk_id;
+		}
 		if (id < 0)
 			continue; /* no unk: HF drops the character */
 		sy[m].id = id;
 		m++;
 	}
 	if (n <= BPE_SMALL) {
-		/* linear scan over an array; ranks[i] caches pair (i, i+1) */
-		uint32_t *rk = e->ranks;
-		for (size_t i = 0; i + 1 < m; i++)
-			rk[i] = merge_get(t, sy[i].id, sy[i + 1].id, &rank, &nid) ? rank : UINT32_MAX;
+		/* linear scan over an array; pr[i] caches the merge of pair (i, i+1) */
+		struct bpair *pr = e->pairs;
+		if (all_bytes) {
+			for (size_t i = 0; i + 1 < m; i++)
+				pr[i] = t->byte_pairs[s[i] * 256 + s[i + 1]];
+		} else {
+			for (size_t i = 0; i + 1 < m; i++)
+				if (!merge_get(t, sy[i].id, sy[i + 1].id, &pr[i].rank, &pr[i].id))
+					pr[i].rank = UINT32_MAX;
+		}
 		while (m > 1) {
 			size_t best = 0;
-			uint32_t br = rk[0];
+			uint32_t br = pr[0].rank;
 			for (size_t i = 1; i + 1 < m; i++)
-				if (rk[i] < br)
-					br = rk[i], best = i;
+				if (pr[i].rank < br)
+					br = pr[i].rank, best = i;
 			if (br == UINT32_MAX)
 				break;
-			merge_get(t, sy[best].id, sy[best + 1].id, &rank, &nid);
-			sy[best].id = nid;
+			sy[best].id = pr[best].id;
 			memmove(sy + best + 1, sy + best + 2, (m - best - 2) * sizeof *sy);
 			if (m >= best + 3)
-				memmove(rk + best + 1, rk + best + 2, (m - best - 3) * sizeof *rk);
+				memmove(pr + best + 1, pr + best + 2, (m - best - 3) * sizeof *pr);
 			m--;
-			if (best + 1 < m)
-				rk[best] = merge_get(t, sy[best].id, sy[best + 1].id, &rank, &nid)
-						   ? rank : UINT32_MAX;
-			if (best > 0)
-				rk[best - 1] = merge_get(t, sy[best - 1].id, sy[best].id, &rank, &nid)
-						       ? rank : UINT32_MAX;
+			/* the two new pairs: look both up with their slots prefetched */
+			bool right = best + 1 < m, left = best > 0;
+			if (right)
+				merge_prefetch(t, sy[best].id, sy[best + 1].id);
+			if (left)
+				merge_prefetch(t, sy[best - 1].id, sy[best].id);
+			if (right && !merge_get(t, sy[best].id, sy[best + 1].id, &pr[best].rank,
+						&pr[best].id))
+				pr[best].rank = UINT32_MAX;
+			if (left && !merge_get(t, sy[best - 1].id, sy[best].id, &pr[best - 1].rank,
+					       &pr[best - 1].id))
+				pr[best - 1].rank = UINT32_MAX;
 		}
 		for (size_t i = 0; i < m; i++)
 			if (ids_push(e->out, sy[i].id))
@@ -2312,32 +2398,20 @@ static int split_stage(struct enc *e, int k, const uint8_t *s, size_t n)
 	return 0;
 }
 
-/* Could the NFC of this text differ from it? (cheap test; when unsure, yes) */
-static bool nfc_maybe_changes(const uint8_t *s, size_t n)
+/* NFC quick check for one character: true when it can neither change under
+ * NFC nor combine with its neighbours: combining class 0, no canonical
+ * decomposition (precomposed letters take the slow path: utf8proc does not
+ * flag every composition exclusion), not the second half of a canonical
+ * composition, not a conjoining Hangul jamo. */
+static bool nfc_safe_cp(uint32_t c)
 {
-	for (size_t i = 0; i < n;) {
-		if (s[i] < 0x80) {
-			i++;
-			continue;
-		}
-		size_t sub;
-		bool inc;
-		int l = utf8_seq(s + i, n - i, &sub, &inc);
-		if (!l)
-			return true;
-		uint32_t c = utf8_cp(s + i, l);
-		i += (size_t)l;
-		/* Below U+0300 nothing decomposes or composes; these CJK, kana and
-		 * Hangul syllable blocks are NFC-stable starters that never combine
-		 * with a preceding character. */
-		if (c < 0x300 || (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
-		    (c >= 0x3000 && c <= 0x3029) || (c >= 0x3041 && c <= 0x3096) ||
-		    (c >= 0x30A1 && c <= 0x30FA) || (c >= 0xAC00 && c <= 0xD7A3) ||
-		    (c >= 0xFF01 && c <= 0xFF60))
-			continue;
+	if (c < 0x300 || (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xAC00 && c <= 0xD7A3))
 		return true;
-	}
-	return false;
+	if (c >= 0x1100 && c <= 0x11FF)
+		return false;
+	const utf8proc_property_t *p = utf8proc_get_property((utf8proc_int32_t)c);
+	return p->combining_class == 0 && (p->comb_index == UINT16_MAX || p->comb_index < 0x8000) &&
+	       (p->decomp_seqindex == UINT16_MAX || p->decomp_type != 0);
 }
 
 static bool all_ascii(const uint8_t *s, size_t n)
@@ -2349,29 +2423,87 @@ static bool all_ascii(const uint8_t *s, size_t n)
 }
 
 /* Run the normalizers on valid UTF-8 into out (reset first). */
+/* Append utf8proc's transform of s[0..n) to out. */
+static int map_append(const uint8_t *s, size_t n, int opts, struct lynn_buf *out)
+{
+	utf8proc_uint8_t *dst = NULL;
+	utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst,
+					  (utf8proc_option_t)opts);
+	if (r < 0) {
+		free(dst);
+		return r == UTF8PROC_ERROR_NOMEM ? -LYNN_ENOMEM : -LYNN_EFORMAT;
+	}
+	int rc = lynn_buf_append(out, dst, (size_t)r) ? -LYNN_ENOMEM : 0;
+	free(dst);
+	return rc;
+}
+
+/* NFC of valid UTF-8, touching only the spans that can change: a character
+ * that passes nfc_safe_cp is a boundary (UAX #15: NFC(A + B) = NFC(A) +
+ * NFC(B) when B starts with such a character), so each run of unsafe
+ * characters is normalized together with the safe character before it. */
+static int nfc_spans(const uint8_t *s, size_t n, struct lynn_buf *out)
+{
+	size_t copied = 0, last_safe = 0, i = 0;
+	while (i < n) {
+		if (s[i] < 0x80) {
+			last_safe = i++;
+			continue;
+		}
+		size_t sub;
+		bool inc;
+		int l = utf8_seq(s + i, n - i, &sub, &inc);
+		if (!l)
+			return -LYNN_EFORMAT;
+		if (nfc_safe_cp(utf8_cp(s + i, l))) {
+			last_safe = i;
+			i += (size_t)l;
+			continue;
+		}
+		/* unsafe: the span runs from the last boundary to the next one */
+		size_t start = last_safe > copied ? last_safe : copied;
+		size_t end = i + (size_t)l;
+		while (end < n) {
+			if (s[end] < 0x80)
+				break;
+			int l2 = utf8_seq(s + end, n - end, &sub, &inc);
+			if (!l2)
+				return -LYNN_EFORMAT;
+			if (nfc_safe_cp(utf8_cp(s + end, l2)))
+				break;
+			end += (size_t)l2;
+		}
+		if (lynn_buf_append(out, s + copied, start - copied))
+			return -LYNN_ENOMEM;
+		int rc = map_append(s + start, end - start, UTF8PROC_STABLE | UTF8PROC_COMPOSE, out);
+		if (rc)
+			return rc;
+		copied = end;
+		last_safe = end; /* the next character is a boundary (or the end) */
+		i = end;
+	}
+	return lynn_buf_append(out, s + copied, n - copied) ? -LYNN_ENOMEM : 0;
+}
+
+/* Run the normalizers on valid UTF-8 into out (reset first). */
 static int normalize(const struct lynn_tok *t, const uint8_t *s, size_t n, struct lynn_buf *out)
 {
 	lynn_buf_reset(out);
+	if (t->nfc_only)
+		return nfc_spans(s, n, out);
 	if (lynn_buf_append(out, s, n))
 		return -LYNN_ENOMEM;
 	for (int i = 0; i < t->n_norms; i++) {
-		utf8proc_uint8_t *dst = NULL;
 		if (all_ascii((const uint8_t *)out->data, out->len))
 			break;
-		if (t->nfc_only && !nfc_maybe_changes((const uint8_t *)out->data, out->len))
-			break;
-		utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)out->data,
-						  (utf8proc_ssize_t)out->len, &dst,
-						  (utf8proc_option_t)t->norm_opts[i]);
-		if (r < 0) {
-			free(dst);
-			return r == UTF8PROC_ERROR_NOMEM ? -LYNN_ENOMEM : -LYNN_EFORMAT;
+		struct lynn_buf tmp = LYNN_BUF_INIT;
+		int rc = map_append((const uint8_t *)out->data, out->len, t->norm_opts[i], &tmp);
+		if (rc) {
+			lynn_buf_release(&tmp);
+			return rc;
 		}
-		lynn_buf_reset(out);
-		int rc = lynn_buf_append(out, dst, (size_t)r);
-		free(dst);
-		if (rc)
-			return -LYNN_ENOMEM;
+		lynn_buf_release(out);
+		*out = tmp;
 	}
 	return 0;
 }
@@ -2517,6 +2649,10 @@ int lynn_tok_encode(const struct lynn_tok *t, const char *text, size_t len, unsi
 	e.flags = flags;
 	e.out = out;
 	e.err = err;
+	if (len >= WC_MIN_INPUT && !(e.wc = calloc(WC_SIZE, sizeof *e.wc))) {
+		rc = -LYNN_ENOMEM;
+		goto out;
+	}
 	if ((flags & LYNN_TOK_F_ADD_SPECIAL) && t->add_bos && t->bos >= 0 &&
 	    (rc = ids_push(out, t->bos)))
 		goto out;
@@ -2538,7 +2674,8 @@ out:
 	for (int k = 0; k < t->n_splits; k++)
 		pcre2_match_data_free(e.md[k]);
 	free(e.syms);
-	free(e.ranks);
+	free(e.pairs);
+	free(e.wc);
 	free(e.heap);
 	lynn_buf_release(&e.norm);
 	lynn_buf_release(&fixed);
