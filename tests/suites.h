@@ -1,4 +1,13 @@
 /* One line per module suite; check_<module>.c defines <module>_suite(). */
 LYNN_SUITE(core)
+LYNN_SUITE(st)
+LYNN_SUITE(eval)
+LYNN_SUITE(lora)
+LYNN_SUITE(hub)
+LYNN_SUITE(cpu)
+LYNN_SUITE(model)
+LYNN_SUITE(score)
+LYNN_SUITE(jinja)
 LYNN_SUITE(tok)
+LYNN_SUITE(pack)
 LYNN_SUITE(gguf)

@@ -28,6 +28,13 @@ struct lynn_map {
 int lynn_map_open(struct lynn_map *map, const char *path, struct lynn_err *err);
 void lynn_map_close(struct lynn_map *map);
 
+/* Hints for streaming through a mapped range: read ahead (sequential), and
+ * drop our pages once done (a read-only file mapping; the page cache keeps
+ * the data), so a streamed pass over a large checkpoint does not pile up
+ * resident pages. Ranges are rounded inward to whole pages; no-ops on error. */
+void lynn_mem_sequential(const void *p, size_t len);
+void lynn_mem_drop(const void *p, size_t len);
+
 /* Read all of `path` into a NUL-terminated heap buffer, refusing files larger
  * than `max_size` bytes. Caller frees *out with free(). */
 int lynn_file_read(const char *path, size_t max_size, char **out, size_t *len,

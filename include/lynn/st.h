@@ -71,6 +71,21 @@ const struct lynn_tensor *lynn_st_find(const struct lynn_st_file *f, const char 
 const char *lynn_st_metadata(const struct lynn_st_file *f, const char *key);
 uint64_t lynn_st_header_size(const struct lynn_st_file *f); /* 8 + N */
 uint64_t lynn_st_file_size(const struct lynn_st_file *f);
+/* The path given at open (or the name given to lynn_st_open_mem). */
+const char *lynn_st_path(const struct lynn_st_file *f);
+/* `__metadata__` entries in header order: count, and the i-th key/value. */
+int lynn_st_n_metadata(const struct lynn_st_file *f);
+void lynn_st_metadata_at(const struct lynn_st_file *f, int i, const char **key,
+			 const char **value);
+/* Validate a whole safetensors file held in memory (`data`, `size` bytes;
+ * borrowed: it must outlive the result). `name` names it in errors and in
+ * each tensor's `file`. Same rules as lynn_st_open; used by the fuzzer and
+ * by tests. Caller closes with lynn_st_close. */
+struct lynn_st_file *lynn_st_open_mem(const void *data, uint64_t size, const char *name,
+				      struct lynn_err *err);
+
+/* Header length limit of the reference reader (SPEC §8). */
+#define LYNN_ST_MAX_HEADER 100000000ull
 
 /* ===== checkpoints: a .safetensors path or a model folder ===== */
 struct lynn_ckpt;
@@ -85,6 +100,10 @@ const struct lynn_tensor *lynn_ckpt_find(const struct lynn_ckpt *c, const char *
 int lynn_ckpt_n_files(const struct lynn_ckpt *c);
 const char *lynn_ckpt_file(const struct lynn_ckpt *c, int i);
 const char *lynn_ckpt_dir(const struct lynn_ckpt *c); /* folder holding the weights */
+/* The i-th opened file (borrowed; 0 <= i < lynn_ckpt_n_files). */
+const struct lynn_st_file *lynn_ckpt_st(const struct lynn_ckpt *c, int i);
+/* Path of model.safetensors.index.json when the checkpoint came from one, else NULL. */
+const char *lynn_ckpt_index_path(const struct lynn_ckpt *c);
 
 /* Find a decoder weight by its text-model name ("embed_tokens.weight",
  * "layers.3.mlp.gate.weight", "norm.weight", "lm_head.weight"), trying the
@@ -92,12 +111,39 @@ const char *lynn_ckpt_dir(const struct lynn_ckpt *c); /* folder holding the weig
  * the top level and "model.". NULL when absent. */
 const struct lynn_tensor *lynn_ckpt_find_decoder(const struct lynn_ckpt *c, const char *name);
 
+/* ===== what a checkpoint holds (SPEC §2 `lynn inspect`, §8) ===== */
+/* Is `name` a quantization scale rather than a parameter? Suffixes
+ * weight_scale, weight_scale_2, weight_scale_inv, weight_global_scale,
+ * input_scale, input_global_scale, weight_zero_point, k_scale, v_scale (after
+ * '.' or '_', so fused "gate_up_proj_weight_scale" counts too). */
+bool lynn_tensor_is_scale(const char *name);
+/* Is `name` a routed-expert weight of a MoE block (".experts." in the name,
+ * per-expert or fused 3-D; the shared expert is not)? */
+bool lynn_tensor_is_routed_expert(const char *name);
+/* Logical parameters in t: 0 for a scale; two per byte for packed 4-bit U8
+ * weights (a name ending "_packed", or a U8 "weight" with an F8_E4M3
+ * "weight_scale" sibling as ModelOpt writes); else the element count. */
+int64_t lynn_ckpt_tensor_params(const struct lynn_ckpt *c, const struct lynn_tensor *t);
+
+enum lynn_quant_flags {
+	LYNN_QUANT_NVFP4_CT = 1 << 0,       /* weight_packed + weight_scale + weight_global_scale */
+	LYNN_QUANT_NVFP4_MODELOPT = 1 << 1, /* U8 weight + F8 weight_scale + weight_scale_2 */
+	LYNN_QUANT_FP8 = 1 << 2,            /* F8_E4M3 weight + weight_scale_inv (or weight_scale) */
+};
+/* The quantized-linear formats present (a mix of flags, 0 for none); with
+ * counts[3] non-NULL, the number of quantized weights of each, in flag order. */
+unsigned lynn_ckpt_quant_formats(const struct lynn_ckpt *c, int64_t counts[3]);
+
 /* ===== streaming writer ===== */
 /* Writes `<dir>/model.safetensors`, or with more than one shard
  * `<dir>/model-0000k-of-0000n.safetensors` plus model.safetensors.index.json
  * (metadata.total_size = sum of tensor bytes). Tensors are declared first
  * (so shards and headers can be planned), then their bytes are written in
  * declaration order, tensor by tensor, in as many pieces as the caller likes.
+ * Shards are cut in declaration order (a new shard when the next tensor would
+ * pass max_shard_bytes of tensor data); inside a file tensors are laid out as
+ * the reference writer does (dtype, then name), so a file holding the same
+ * tensors and metadata as one Hugging Face wrote is byte-identical to it.
  * Every file is written atomically (temp + fsync + rename). */
 struct lynn_st_writer;
 

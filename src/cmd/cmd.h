@@ -35,6 +35,17 @@ bool cmd_progress_enabled(void);
 /* --- the commands --- */
 int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_sanity(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
+int cmd_push(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_score(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -20,7 +20,24 @@
 static const struct lynn_cmd cmds[] = {
 	{ "help", cmd_help, "show usage of lynn or of one command" },
 	{ "version", cmd_version, "print version and build flags" },
+	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
+	{ "pack", cmd_pack, "ship gate: complete a quantized folder and check files, tokenizer, weights" },
+	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
+	{ "logits", cmd_logits, "write a model's logits for token ids (parity tool)" },
+	{ "generate", cmd_generate, "generate text or token ids from a model" },
+	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
+	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
+	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
+	{ "template", cmd_template, "render a chat prompt with the model's chat template" },
 	{ "tokenize", cmd_tokenize, "encode text to token ids or decode ids to text" },
+	{ "template", cmd_template, "render a chat prompt with the model's chat template" },
+	{ "generate", cmd_generate, "generate text or token ids from a model" },
+	{ "logits", cmd_logits, "write a model's logits for token ids (parity tool)" },
+	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
+	{ "sanity", cmd_sanity, "check a LoRA adapter really changes the model" },
+	{ "merge", cmd_merge, "merge a LoRA adapter into its base, streamed" },
+	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
+	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
 };
 
 static const struct lynn_cmd *find_cmd(const char *name)

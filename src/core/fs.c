@@ -52,6 +52,20 @@ void lynn_map_close(struct lynn_map *map)
 	map->fd = -1;
 }
 
+static void advise(const void *p, size_t len, int advice, bool inward)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, b = a + len;
+	if (!p || !len)
+		return;
+	a = inward ? (a + pg - 1) / pg * pg : a / pg * pg;
+	b = inward ? b / pg * pg : (b + pg - 1) / pg * pg;
+	if (b > a)
+		madvise((void *)a, b - a, advice);
+}
+
+void lynn_mem_sequential(const void *p, size_t len) { advise(p, len, MADV_SEQUENTIAL, false); }
+void lynn_mem_drop(const void *p, size_t len) { advise(p, len, MADV_DONTNEED, true); }
+
 int lynn_file_read(const char *path, size_t max_size, char **out, size_t *len,
 		   struct lynn_err *err)
 {

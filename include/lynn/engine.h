@@ -1,0 +1,100 @@
+/*
+ * engine.h - a model ready to answer prompts: the CPU runner (model.h), the
+ * folder's tokenizer (tok.h) and chat template (chat.h), and optionally a
+ * LoRA adapter applied unmerged. One place turns messages into prompt ids,
+ * runs prefill + decode with the sampler, stops at the end-of-generation ids
+ * and streams the text: generate, sanity, merge's coherence check, eval and
+ * quant-verify all go through it.
+ *
+ * The tokenizer and template are optional: a folder without them still runs
+ * on ids (lynn_engine_tok() is NULL and the text calls fail with
+ * -LYNN_ENOTFOUND naming the missing file).
+ */
+#ifndef LYNN_ENGINE_H
+#define LYNN_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lynn/buf.h"
+#include "lynn/chat.h"
+#include "lynn/err.h"
+#include "lynn/model.h"
+#include "lynn/sample.h"
+#include "lynn/tok.h"
+
+struct lynn_engine;
+
+struct lynn_engine_opts {
+	int n_threads;         /* <= 0: all cores */
+	const char *adapter;   /* PEFT adapter folder or NULL */
+};
+
+/* Open `model_dir` (see lynn_model_open) with its tokenizer and template when
+ * present, and the adapter when given (enabled). Caller frees with
+ * lynn_engine_close. opts may be NULL. */
+struct lynn_engine *lynn_engine_open(const char *model_dir, const struct lynn_engine_opts *opts,
+				     struct lynn_err *err);
+void lynn_engine_close(struct lynn_engine *e);
+
+/* Borrowed parts, valid until lynn_engine_close. tok/template may be NULL. */
+struct lynn_model *lynn_engine_model(struct lynn_engine *e);
+const struct lynn_tok *lynn_engine_tok(const struct lynn_engine *e);
+const struct lynn_chat_template *lynn_engine_template(const struct lynn_engine *e);
+bool lynn_engine_has_adapter(const struct lynn_engine *e);
+/* Turn the adapter on (candidate) or off (base). No-op without an adapter. */
+void lynn_engine_adapter_enable(struct lynn_engine *e, bool on);
+
+/* Render `in` with the chat template and append the prompt's ids to *ids
+ * (special tokens in the rendered text are matched whole). When `text` is
+ * non-NULL the rendered prompt is appended to it too. */
+int lynn_engine_encode_chat(struct lynn_engine *e, const struct lynn_chat_input *in,
+			    struct lynn_tok_ids *ids, struct lynn_buf *text, struct lynn_err *err);
+/* One user message, generation prompt added, thinking on or off. */
+int lynn_engine_encode_prompt(struct lynn_engine *e, const char *user_text, bool think,
+			      struct lynn_tok_ids *ids, struct lynn_err *err);
+/* Raw text, no template. */
+int lynn_engine_encode_text(struct lynn_engine *e, const char *text, struct lynn_tok_ids *ids,
+			    struct lynn_err *err);
+
+struct lynn_gen_opts {
+	int max_tokens;
+	struct lynn_sample_params sample;   /* lynn_sample_params_init: greedy */
+	/* Called with each complete piece of text (tokenizer present) and each
+	 * id; either may be NULL. */
+	void (*on_text)(void *ud, const char *text, size_t len);
+	void (*on_token)(void *ud, int32_t id);
+	void *ud;
+};
+
+struct lynn_gen_result {
+	struct lynn_tok_ids ids;   /* generated ids (the eos id included if hit) */
+	struct lynn_buf text;      /* decoded text (special tokens kept, the final end-of-generation
+				    * token left out), empty without a tokenizer */
+	size_t n_prompt;
+	bool stopped_eos;          /* ended on an end-of-generation id */
+	bool nonfinite;            /* some logits were NaN or Inf */
+	double t_prefill_s;        /* prompt processing, until the first token's logits */
+	double t_decode_s;         /* the rest */
+};
+void lynn_gen_result_release(struct lynn_gen_result *r);
+
+/* Generate from `prompt` (n ids) on a fresh sequence. End-of-generation ids:
+ * the model's eos list (generation_config.json) and the tokenizer's. Caller
+ * releases *r (also after an error). */
+int lynn_engine_generate(struct lynn_engine *e, const int32_t *prompt, size_t n,
+			 const struct lynn_gen_opts *opts, struct lynn_gen_result *r,
+			 struct lynn_err *err);
+
+/* The 5 built-in bilingual probe prompts of `lynn sanity` (SPEC §4); the
+ * first two are merge's coherence probes. tests/tools/gen_fixtures.py holds
+ * the same strings. */
+#define LYNN_N_PROBE_PROMPTS 5
+extern const char *const lynn_probe_prompts[LYNN_N_PROBE_PROMPTS];
+
+/* Last-position logits of `prompt` (n_vocab floats into `logits`). */
+int lynn_engine_last_logits(struct lynn_engine *e, const int32_t *prompt, size_t n, float *logits,
+			    struct lynn_err *err);
+
+#endif

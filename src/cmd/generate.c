@@ -1,0 +1,238 @@
+/* generate.c - `lynn generate` (SPEC §2): prefill a prompt, then decode one
+ * token at a time with the sampler, streaming the result to stdout and
+ * stats to stderr. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "lynn/log.h"
+#include "lynn/engine.h"
+#include "lynn/fs.h"
+#include "lynn/json.h"
+#include "lynn/progress.h"
+#include "lynn/util.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: lynn generate --model PATH (--prompt TEXT | --messages FILE | --ids \"1 2 3\")\n"
+		"                     [--max-tokens N] [--temperature T] [--top-p P] [--top-k K]\n"
+		"                     [--min-p M] [--seed S] [--think] [--raw] [--print-ids]\n"
+		"                     [--adapter DIR] [--threads N] [-q|-v]\n\n"
+		"Generate from a prompt and stream it to stdout; stats (prompt tokens, time to\n"
+		"first token, decode tokens/s) go to stderr. Stops at max-tokens or an eos id\n"
+		"(generation_config.json, else config.json).\n\n"
+		"  --ids \"1 2 3\"      the prompt as token ids (no tokenizer needed)\n"
+		"  --prompt TEXT      a user message (chat template unless --raw)\n"
+		"  --messages FILE    an OpenAI-style messages array (JSON)\n"
+		"  --print-ids        print generated ids instead of text\n"
+		"  --max-tokens N     default 256\n"
+		"  --temperature T    0 (default) = greedy\n"
+		"  --top-k K, --top-p P, --min-p M, --seed S   sampling (seed default 0)\n"
+		"  --think            enable_thinking=true in the chat template\n"
+		"  --raw              no chat template\n"
+		"  --adapter DIR      apply a PEFT LoRA adapter (unmerged)\n"
+		"  --threads N        worker threads (default: all cores)\n");
+}
+
+static int parse_float(const char *opt, const char *s, float *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (!*s || *end || v != v)
+		return cmd_usage_error("generate", "%s: '%s' is not a number", opt, s);
+	*out = (float)v;
+	return 0;
+}
+
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (!*s || *end || v < lo || v > hi)
+		return cmd_usage_error("generate", "%s: '%s' is not an integer in [%ld, %ld]", opt, s, lo,
+				       hi);
+	*out = v;
+	return 0;
+}
+
+static void print_id(void *ud, int32_t id)
+{
+	long *n = ud;
+	printf("%s%d", (*n)++ ? " " : "", id);
+	fflush(stdout);
+}
+
+static void print_text(void *ud, const char *text, size_t len)
+{
+	(void)ud;
+	fwrite(text, 1, len, stdout);
+	fflush(stdout);
+}
+
+int cmd_generate(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "model", required_argument, NULL, 'm' },
+		{ "adapter", required_argument, NULL, 'a' },
+		{ "prompt", required_argument, NULL, 'p' },
+		{ "messages", required_argument, NULL, 'M' },
+		{ "ids", required_argument, NULL, 'i' },
+		{ "max-tokens", required_argument, NULL, 'n' },
+		{ "temperature", required_argument, NULL, 'T' },
+		{ "top-p", required_argument, NULL, 'P' },
+		{ "top-k", required_argument, NULL, 'K' },
+		{ "min-p", required_argument, NULL, 'N' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "think", no_argument, NULL, 'k' },
+		{ "raw", no_argument, NULL, 'r' },
+		{ "print-ids", no_argument, NULL, 'I' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *model = NULL, *adapter = NULL, *prompt = NULL, *messages = NULL, *ids_s = NULL;
+	bool print_ids = false;
+	long max_tokens = 256, threads = 0, v;
+	struct lynn_sample_params sp;
+	struct lynn_err err = { 0 };
+	struct lynn_engine *eng = NULL;
+	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+	struct lynn_gen_result res = { 0 };
+	bool think = false, raw = false;
+	long n_out = 0;
+	int opt, status = 0;
+
+	lynn_sample_params_init(&sp);
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "hqv", opts, NULL)) != -1) {
+		if (cmd_common_opt(opt))
+			continue;
+		switch (opt) {
+		case 'm': model = optarg; break;
+		case 'a': adapter = optarg; break;
+		case 'p': prompt = optarg; break;
+		case 'M': messages = optarg; break;
+		case 'i': ids_s = optarg; break;
+		case 'n':
+			if (parse_long("--max-tokens", optarg, 0, 1L << 30, &max_tokens))
+				return 2;
+			break;
+		case 'T':
+			if (parse_float("--temperature", optarg, &sp.temperature))
+				return 2;
+			break;
+		case 'P':
+			if (parse_float("--top-p", optarg, &sp.top_p))
+				return 2;
+			break;
+		case 'K':
+			if (parse_long("--top-k", optarg, 0, 1L << 30, &v))
+				return 2;
+			sp.top_k = (int)v;
+			break;
+		case 'N':
+			if (parse_float("--min-p", optarg, &sp.min_p))
+				return 2;
+			break;
+		case 's': {
+			char *end;
+			unsigned long long sv = strtoull(optarg, &end, 10);
+			if (!*optarg || *end || optarg[0] == '-')
+				return cmd_usage_error("generate", "--seed: '%s' is not a non-negative integer",
+						       optarg);
+			sp.seed = sv;
+			break;
+		}
+		case 'k': think = true; break;
+		case 'r': raw = true; break;
+		case 'I': print_ids = true; break;
+		case 't':
+			if (parse_long("--threads", optarg, 1, 4096, &threads))
+				return 2;
+			break;
+		case 'h': usage(stdout); return 0;
+		default: return cmd_usage_error("generate", "unknown option");
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error("generate", "unexpected argument '%s'", argv[optind]);
+	if (!model)
+		return cmd_usage_error("generate", "--model is required");
+	if (!!prompt + !!messages + !!ids_s != 1)
+		return cmd_usage_error("generate", "give exactly one of --prompt, --messages, --ids");
+	if (raw && !prompt)
+		return cmd_usage_error("generate", "--raw applies to --prompt");
+	struct lynn_engine_opts eo = { .n_threads = (int)threads, .adapter = adapter };
+	double t0 = lynn_now();
+	eng = lynn_engine_open(model, &eo, &err);
+	if (!eng)
+		goto fail;
+	if (ids_s) {
+		if (lynn_parse_ids(ids_s, &ids.ids, &ids.n, &err))
+			goto fail;
+		ids.cap = ids.n;
+		if (ids.n == 0) {
+			status = cmd_usage_error("generate", "--ids: no token ids");
+			goto out;
+		}
+	} else if (raw && prompt) {
+		if (lynn_engine_encode_text(eng, prompt, &ids, &err))
+			goto fail;
+	} else {
+		struct lynn_chat_input in = { .add_generation_prompt = true, .enable_thinking = think };
+		char *text = NULL, *msgs_json = NULL;
+		size_t len;
+		if (messages) {
+			if (lynn_file_read(messages, LYNN_JSON_MAX_SIZE, &text, &len, &err))
+				goto fail;
+			in.messages_json = text;
+		} else {
+			cJSON *arr = cJSON_CreateArray(), *m = cJSON_CreateObject();
+			cJSON_AddItemToArray(arr, m);
+			cJSON_AddStringToObject(m, "role", "user");
+			cJSON_AddStringToObject(m, "content", prompt);
+			msgs_json = cJSON_PrintUnformatted(arr);
+			cJSON_Delete(arr);
+			in.messages_json = msgs_json;
+		}
+		int rc = lynn_engine_encode_chat(eng, &in, &ids, NULL, &err);
+		free(text);
+		cJSON_free(msgs_json);
+		if (rc)
+			goto fail;
+	}
+	if (!print_ids && !lynn_engine_tok(eng)) {
+		lynn_errf(&err, -LYNN_ENOTFOUND,
+			  "generate: '%s' has no tokenizer.json: text output needs it (use --print-ids)",
+			  model);
+		goto fail;
+	}
+	struct lynn_gen_opts go = { .max_tokens = (int)max_tokens, .sample = sp, .ud = &n_out };
+	if (print_ids)
+		go.on_token = print_id;
+	else
+		go.on_text = print_text;
+	double t1 = lynn_now();
+	if (lynn_engine_generate(eng, ids.ids, ids.n, &go, &res, &err)) {
+		printf("\n");
+		goto fail;
+	}
+	printf("\n");
+	lynn_log_info("generate: load %.2f s, prompt %zu tokens, time to first token %.3f s "
+		      "(%.1f tok/s prefill), %zu tokens, decode %.2f tok/s%s",
+		      t1 - t0, ids.n, res.t_prefill_s,
+		      res.t_prefill_s > 0 ? (double)ids.n / res.t_prefill_s : 0.0, res.ids.n,
+		      res.ids.n > 1 && res.t_decode_s > 0 ? (double)(res.ids.n - 1) / res.t_decode_s : 0.0,
+		      res.nonfinite ? " (WARNING: non-finite logits)" : "");
+	goto out;
+fail:
+	status = cmd_fail(&err);
+out:
+	lynn_gen_result_release(&res);
+	lynn_tok_ids_release(&ids);
+	lynn_engine_close(eng);
+	return status;
+}

@@ -1,0 +1,520 @@
+/* model.c - binding a checkpoint's decoder weights, sequence states, LoRA
+ * attachment (include/lynn/model.h). Tensor names and shapes:
+ * docs/reference/qwen35moe-architecture.md §2. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lynn/lora.h"
+#include "lynn/util.h"
+#include "model_int.h"
+
+/* ===== binding helpers ===== */
+
+struct binder {
+	struct lynn_model *m;
+	const char *path;
+	struct lynn_err *err;
+};
+
+static const struct lynn_tensor *find(struct binder *b, const char *name)
+{
+	const struct lynn_tensor *t = lynn_ckpt_find_decoder(b->m->ckpt, name);
+	if (!t)
+		lynn_errf(b->err, -LYNN_ENOTFOUND, "model: '%s': missing tensor '%s'", b->path, name);
+	return t;
+}
+
+/* Check a tensor's shape against n dims given as varargs-free array. */
+static int check_shape(struct binder *b, const struct lynn_tensor *t, int nd, const int64_t *shape)
+{
+	bool ok = t->n_dims == nd;
+	for (int i = 0; ok && i < nd; i++)
+		ok = t->shape[i] == shape[i];
+	if (!ok) {
+		char want[96] = "", got[96] = "";
+		for (int i = 0; i < nd; i++)
+			snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld",
+				 i ? "," : "", (long long)shape[i]);
+		for (int i = 0; i < t->n_dims; i++)
+			snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld",
+				 i ? "," : "", (long long)t->shape[i]);
+		return lynn_errf(b->err, -LYNN_EFORMAT,
+				 "model: tensor '%s': shape [%s], expected [%s]", t->name, got, want);
+	}
+	if (!lynn_cpu_wdtype_ok(t->dtype))
+		return lynn_errf(b->err, -LYNN_EUNSUPPORTED,
+				 "model: tensor '%s': dtype %s not supported (BF16, F16, F32)", t->name,
+				 lynn_dtype_name(t->dtype) ? lynn_dtype_name(t->dtype) : "?");
+	return 0;
+}
+
+static int bind_lin(struct binder *b, struct lin *l, const char *name, int64_t n_out, int64_t n_in)
+{
+	const struct lynn_tensor *t = find(b, name);
+	if (!t)
+		return b->err ? b->err->code : -LYNN_ENOTFOUND;
+	int64_t shape[2] = { n_out, n_in };
+	int rc = check_shape(b, t, 2, shape);
+	if (rc)
+		return rc;
+	l->dt = t->dtype;
+	l->w = t->data;
+	l->n_out = n_out;
+	l->n_in = n_in;
+	l->name = strdup(name);
+	if (!l->name)
+		return lynn_errf(b->err, -LYNN_ENOMEM, "model: out of memory");
+	return 0;
+}
+
+/* A small vector (any of nd dims totalling n) into f32; plus1 adds 1
+ * (zero-centred RMSNorm weights, §3.1). */
+static int bind_vec(struct binder *b, float **out, const char *name, int nd, const int64_t *shape,
+		    bool plus1)
+{
+	const struct lynn_tensor *t = find(b, name);
+	if (!t)
+		return b->err ? b->err->code : -LYNN_ENOTFOUND;
+	int rc = check_shape(b, t, nd, shape);
+	if (rc)
+		return rc;
+	float *v = malloc((size_t)t->n_elems * sizeof *v);
+	if (!v)
+		return lynn_errf(b->err, -LYNN_ENOMEM, "model: out of memory");
+	lynn_cpu_row_to_f32(t->dtype, t->data, 0, t->n_elems, v);
+	if (plus1)
+		for (int64_t i = 0; i < t->n_elems; i++)
+			v[i] = 1.0f + v[i];
+	*out = v;
+	return 0;
+}
+
+#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+
+static int bind_experts(struct binder *b, struct layer *L, int li)
+{
+	struct lynn_model *m = b->m;
+	char nm[160];
+	int rc;
+	L->eg = calloc((size_t)m->E, sizeof *L->eg);
+	L->eu = calloc((size_t)m->E, sizeof *L->eu);
+	L->ed = calloc((size_t)m->E, sizeof *L->ed);
+	if (!L->eg || !L->eu || !L->ed)
+		return lynn_errf(b->err, -LYNN_ENOMEM, "model: out of memory");
+	const struct lynn_tensor *gu =
+		lynn_ckpt_find_decoder(m->ckpt, NAME("layers.%d.mlp.experts.gate_up_proj", li));
+	if (gu) { /* fused 3-D: gate_up [E, 2I, H], down [E, H, I] (§2.2) */
+		int64_t s1[3] = { m->E, 2 * (int64_t)m->I, m->H };
+		if ((rc = check_shape(b, gu, 3, s1)))
+			return rc;
+		const struct lynn_tensor *dn = find(b, NAME("layers.%d.mlp.experts.down_proj", li));
+		if (!dn)
+			return b->err ? b->err->code : -LYNN_ENOTFOUND;
+		int64_t s2[3] = { m->E, m->H, m->I };
+		if ((rc = check_shape(b, dn, 3, s2)))
+			return rc;
+		size_t gs = lynn_dtype_size(gu->dtype), ds = lynn_dtype_size(dn->dtype);
+		for (int e = 0; e < m->E; e++) {
+			const char *base = (const char *)gu->data + (size_t)e * 2 * m->I * m->H * gs;
+			L->eg[e] = (struct lin){ gu->dtype, base, m->I, m->H, NULL, false, { 0 } };
+			L->eu[e] = (struct lin){ gu->dtype, base + (size_t)m->I * m->H * gs, m->I, m->H,
+						 NULL, false, { 0 } };
+			L->ed[e] = (struct lin){ dn->dtype,
+						 (const char *)dn->data + (size_t)e * m->H * m->I * ds,
+						 m->H, m->I, NULL, false, { 0 } };
+			L->eg[e].name = strdup(NAME("layers.%d.mlp.experts.%d.gate_proj.weight", li, e));
+			L->eu[e].name = strdup(NAME("layers.%d.mlp.experts.%d.up_proj.weight", li, e));
+			L->ed[e].name = strdup(NAME("layers.%d.mlp.experts.%d.down_proj.weight", li, e));
+			if (!L->eg[e].name || !L->eu[e].name || !L->ed[e].name)
+				return lynn_errf(b->err, -LYNN_ENOMEM, "model: out of memory");
+		}
+		return 0;
+	}
+	for (int e = 0; e < m->E; e++) { /* per expert (§2.2) */
+		if ((rc = bind_lin(b, &L->eg[e], NAME("layers.%d.mlp.experts.%d.gate_proj.weight", li, e),
+				   m->I, m->H)) ||
+		    (rc = bind_lin(b, &L->eu[e], NAME("layers.%d.mlp.experts.%d.up_proj.weight", li, e),
+				   m->I, m->H)) ||
+		    (rc = bind_lin(b, &L->ed[e], NAME("layers.%d.mlp.experts.%d.down_proj.weight", li, e),
+				   m->H, m->I)))
+			return rc;
+	}
+	return 0;
+}
+
+static int bind_layer(struct binder *b, int li)
+{
+	struct lynn_model *m = b->m;
+	struct layer *L = &m->layers[li];
+	char nm[160];
+	int rc;
+	int64_t sH[1] = { m->H };
+	L->type = m->cfg.layer_types[li];
+	if ((rc = bind_vec(b, &L->in_norm, NAME("layers.%d.input_layernorm.weight", li), 1, sH, true)) ||
+	    (rc = bind_vec(b, &L->post_norm, NAME("layers.%d.post_attention_layernorm.weight", li), 1, sH,
+			   true)))
+		return rc;
+	if (L->type == LYNN_LAYER_FULL) {
+		int64_t shd[1] = { m->hd };
+		if ((rc = bind_lin(b, &L->q, NAME("layers.%d.self_attn.q_proj.weight", li),
+				   (int64_t)m->nh * m->hd * 2, m->H)) ||
+		    (rc = bind_lin(b, &L->k, NAME("layers.%d.self_attn.k_proj.weight", li),
+				   (int64_t)m->nkv * m->hd, m->H)) ||
+		    (rc = bind_lin(b, &L->v, NAME("layers.%d.self_attn.v_proj.weight", li),
+				   (int64_t)m->nkv * m->hd, m->H)) ||
+		    (rc = bind_lin(b, &L->o, NAME("layers.%d.self_attn.o_proj.weight", li), m->H,
+				   (int64_t)m->nh * m->hd)) ||
+		    (rc = bind_vec(b, &L->q_norm, NAME("layers.%d.self_attn.q_norm.weight", li), 1, shd, true)) ||
+		    (rc = bind_vec(b, &L->k_norm, NAME("layers.%d.self_attn.k_norm.weight", li), 1, shd, true)))
+			return rc;
+	} else {
+		int64_t sv[1] = { m->Hv }, sdv[1] = { m->dv }, sc[3] = { m->conv_dim, 1, m->K };
+		float *alog = NULL;
+		if ((rc = bind_lin(b, &L->qkv, NAME("layers.%d.linear_attn.in_proj_qkv.weight", li),
+				   m->conv_dim, m->H)) ||
+		    (rc = bind_lin(b, &L->z, NAME("layers.%d.linear_attn.in_proj_z.weight", li),
+				   (int64_t)m->Hv * m->dv, m->H)) ||
+		    (rc = bind_lin(b, &L->b, NAME("layers.%d.linear_attn.in_proj_b.weight", li), m->Hv, m->H)) ||
+		    (rc = bind_lin(b, &L->a, NAME("layers.%d.linear_attn.in_proj_a.weight", li), m->Hv, m->H)) ||
+		    (rc = bind_lin(b, &L->out, NAME("layers.%d.linear_attn.out_proj.weight", li), m->H,
+				   (int64_t)m->Hv * m->dv)) ||
+		    (rc = bind_vec(b, &L->conv_w, NAME("layers.%d.linear_attn.conv1d.weight", li), 3, sc, false)) ||
+		    (rc = bind_vec(b, &L->dt_bias, NAME("layers.%d.linear_attn.dt_bias", li), 1, sv, false)) ||
+		    (rc = bind_vec(b, &alog, NAME("layers.%d.linear_attn.A_log", li), 1, sv, false)) ||
+		    (rc = bind_vec(b, &L->gnorm, NAME("layers.%d.linear_attn.norm.weight", li), 1, sdv, false))) {
+			free(alog);
+			return rc;
+		}
+		for (int h = 0; h < m->Hv; h++) /* g = -exp(A_log) * softplus(..) (§3.4 step 4) */
+			alog[h] = -expf(alog[h]);
+		L->neg_a = alog;
+	}
+	if ((rc = bind_lin(b, &L->router, NAME("layers.%d.mlp.gate.weight", li), m->E, m->H)) ||
+	    (rc = bind_experts(b, L, li)) ||
+	    (rc = bind_lin(b, &L->sg, NAME("layers.%d.mlp.shared_expert.gate_proj.weight", li), m->Is, m->H)) ||
+	    (rc = bind_lin(b, &L->su, NAME("layers.%d.mlp.shared_expert.up_proj.weight", li), m->Is, m->H)) ||
+	    (rc = bind_lin(b, &L->sd, NAME("layers.%d.mlp.shared_expert.down_proj.weight", li), m->H, m->Is)) ||
+	    (rc = bind_lin(b, &L->sgate, NAME("layers.%d.mlp.shared_expert_gate.weight", li), 1, m->H)))
+		return rc;
+	return 0;
+}
+
+/* ===== open / close ===== */
+
+struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opts *opts,
+				   struct lynn_err *err)
+{
+	struct lynn_model *m = calloc(1, sizeof *m);
+	struct binder b = { m, path, err };
+	int rc;
+	if (!m) {
+		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
+		return NULL;
+	}
+	if ((rc = lynn_config_load(&m->cfg, path, err)))
+		goto fail;
+	const struct lynn_config *c = &m->cfg;
+	m->H = c->hidden_size;
+	m->V = c->vocab_size;
+	m->hd = c->head_dim;
+	m->nh = c->n_heads;
+	m->nkv = c->n_kv_heads;
+	m->Hk = c->lin_n_k_heads;
+	m->Hv = c->lin_n_v_heads;
+	m->dk = c->lin_k_dim;
+	m->dv = c->lin_v_dim;
+	m->K = c->lin_conv_kernel;
+	m->conv_dim = 2 * m->Hk * m->dk + m->Hv * m->dv;
+	m->E = c->n_experts;
+	m->topk = c->n_experts_per_tok;
+	m->I = c->moe_inter;
+	m->Is = c->shared_inter;
+	if (m->topk > m->E || m->K < 1 || c->rot_dim > m->hd || c->rot_dim % 2 || m->Hv % m->Hk ||
+	    m->nh % m->nkv) {
+		lynn_errf(err, -LYNN_EFORMAT, "model: '%s': inconsistent config (experts_per_tok, "
+			  "conv kernel, rotary dim or head counts)", path);
+		goto fail;
+	}
+	m->ckpt = lynn_ckpt_open(path, err);
+	if (!m->ckpt)
+		goto fail;
+	m->n_threads = opts && opts->n_threads > 0 ? opts->n_threads : lynn_ncpu();
+	m->isa = opts ? opts->isa : LYNN_CPU_AUTO;
+	if (m->isa == LYNN_CPU_AUTO || !lynn_cpu_has(m->isa))
+		m->isa = lynn_cpu_best();
+	m->lora_on = true;
+
+	/* embeddings, final norm, lm_head */
+	const struct lynn_tensor *emb = find(&b, "embed_tokens.weight");
+	if (!emb)
+		goto fail;
+	int64_t se[2] = { m->V, m->H }, sH[1] = { m->H };
+	if (check_shape(&b, emb, 2, se))
+		goto fail;
+	m->embed_dt = emb->dtype;
+	m->embed = emb->data;
+	if (bind_vec(&b, &m->final_norm, "norm.weight", 1, sH, true))
+		goto fail;
+	if (lynn_ckpt_find_decoder(m->ckpt, "lm_head.weight") || !c->tie_word_embeddings) {
+		if (bind_lin(&b, &m->lm_head, "lm_head.weight", m->V, m->H))
+			goto fail;
+	} else {
+		m->lm_head = (struct lin){ emb->dtype, emb->data, m->V, m->H, strdup("lm_head.weight"),
+					   false, { 0 } };
+	}
+	m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+	if (!m->layers) {
+		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
+		goto fail;
+	}
+	for (int li = 0; li < c->n_layers; li++)
+		if (bind_layer(&b, li))
+			goto fail;
+	/* RoPE: inv_freq[i] = theta^(-2i/d_rot) in f32 (§1.4) */
+	int nf = c->rot_dim / 2;
+	m->inv_freq = malloc((size_t)(nf > 0 ? nf : 1) * sizeof *m->inv_freq);
+	if (!m->inv_freq) {
+		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < nf; i++) /* torch: 1 / theta ** (arange(0, d, 2).float() / d) */
+		m->inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(float)(2.0f * i / c->rot_dim)));
+	m->pool = lynn_pool_create(m->n_threads, err);
+	if (!m->pool)
+		goto fail;
+	return m;
+fail:
+	lynn_model_close(m);
+	return NULL;
+}
+
+static void free_lin(struct lin *l)
+{
+	free(l->name);
+}
+
+void lynn_model_close(struct lynn_model *m)
+{
+	if (!m)
+		return;
+	if (m->layers) {
+		for (int li = 0; li < m->cfg.n_layers; li++) {
+			struct layer *L = &m->layers[li];
+			free(L->in_norm); free(L->post_norm); free(L->q_norm); free(L->k_norm);
+			free(L->conv_w); free(L->neg_a); free(L->dt_bias); free(L->gnorm);
+			struct lin *ls[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->z, &L->b, &L->a,
+					     &L->out, &L->router, &L->sg, &L->su, &L->sd, &L->sgate };
+			for (size_t i = 0; i < LYNN_ARRAY_LEN(ls); i++)
+				free_lin(ls[i]);
+			for (int e = 0; e < m->E; e++) {
+				if (L->eg) free_lin(&L->eg[e]);
+				if (L->eu) free_lin(&L->eu[e]);
+				if (L->ed) free_lin(&L->ed[e]);
+			}
+			free(L->eg); free(L->eu); free(L->ed);
+		}
+		free(m->layers);
+	}
+	free_lin(&m->lm_head);
+	free(m->final_norm);
+	free(m->inv_freq);
+	free(m->arena);
+	lynn_pool_free(m->pool);
+	lynn_ckpt_close(m->ckpt);
+	lynn_config_release(&m->cfg);
+	free(m);
+}
+
+const struct lynn_config *lynn_model_config(const struct lynn_model *m) { return &m->cfg; }
+const struct lynn_ckpt *lynn_model_ckpt(const struct lynn_model *m) { return m->ckpt; }
+int lynn_model_n_vocab(const struct lynn_model *m) { return m->V; }
+int lynn_model_n_threads(const struct lynn_model *m) { return m->n_threads; }
+
+static uint64_t lin_bytes(const struct lin *l)
+{
+	return (uint64_t)l->n_out * (uint64_t)l->n_in * lynn_dtype_size(l->dt);
+}
+
+uint64_t lynn_model_active_bytes(const struct lynn_model *m)
+{
+	uint64_t s = (uint64_t)m->H * lynn_dtype_size(m->embed_dt) + lin_bytes(&m->lm_head);
+	for (int li = 0; li < m->cfg.n_layers; li++) {
+		const struct layer *L = &m->layers[li];
+		if (L->type == LYNN_LAYER_FULL)
+			s += lin_bytes(&L->q) + lin_bytes(&L->k) + lin_bytes(&L->v) + lin_bytes(&L->o);
+		else
+			s += lin_bytes(&L->qkv) + lin_bytes(&L->z) + lin_bytes(&L->b) + lin_bytes(&L->a) +
+			     lin_bytes(&L->out);
+		s += lin_bytes(&L->router) + lin_bytes(&L->sg) + lin_bytes(&L->su) + lin_bytes(&L->sd) +
+		     lin_bytes(&L->sgate);
+		s += (uint64_t)m->topk * (lin_bytes(&L->eg[0]) + lin_bytes(&L->eu[0]) + lin_bytes(&L->ed[0]));
+	}
+	return s;
+}
+
+/* ===== sequences ===== */
+
+struct lynn_seq *lynn_seq_create(const struct lynn_model *m, struct lynn_err *err)
+{
+	int nl = m->cfg.n_layers;
+	struct lynn_seq *s = calloc(1, sizeof *s);
+	if (!s)
+		goto oom;
+	s->m = m;
+	s->kc = calloc((size_t)nl, sizeof *s->kc);
+	s->vc = calloc((size_t)nl, sizeof *s->vc);
+	s->conv = calloc((size_t)nl, sizeof *s->conv);
+	s->rec = calloc((size_t)nl, sizeof *s->rec);
+	if (!s->kc || !s->vc || !s->conv || !s->rec)
+		goto oom;
+	for (int li = 0; li < nl; li++) {
+		if (m->layers[li].type != LYNN_LAYER_LINEAR)
+			continue;
+		s->conv[li] = calloc((size_t)(m->K > 1 ? m->K - 1 : 1) * m->conv_dim, sizeof(float));
+		s->rec[li] = calloc((size_t)m->Hv * m->dk * m->dv, sizeof(float));
+		if (!s->conv[li] || !s->rec[li])
+			goto oom;
+	}
+	return s;
+oom:
+	lynn_seq_free(s);
+	lynn_errf(err, -LYNN_ENOMEM, "model: out of memory for a sequence state");
+	return NULL;
+}
+
+void lynn_seq_free(struct lynn_seq *s)
+{
+	if (!s)
+		return;
+	int nl = s->m->cfg.n_layers;
+	for (int li = 0; li < nl; li++) {
+		if (s->kc) free(s->kc[li]);
+		if (s->vc) free(s->vc[li]);
+		if (s->conv) free(s->conv[li]);
+		if (s->rec) free(s->rec[li]);
+	}
+	free(s->kc); free(s->vc); free(s->conv); free(s->rec);
+	free(s);
+}
+
+void lynn_seq_reset(struct lynn_seq *s)
+{
+	const struct lynn_model *m = s->m;
+	s->pos = 0;
+	for (int li = 0; li < m->cfg.n_layers; li++) {
+		if (s->conv[li])
+			memset(s->conv[li], 0, (size_t)(m->K > 1 ? m->K - 1 : 1) * m->conv_dim * sizeof(float));
+		if (s->rec[li])
+			memset(s->rec[li], 0, (size_t)m->Hv * m->dk * m->dv * sizeof(float));
+	}
+}
+
+int64_t lynn_seq_pos(const struct lynn_seq *s) { return s->pos; }
+
+/* ===== LoRA ===== */
+
+static struct lin *lin_by_name(struct lynn_model *m, const char *name)
+{
+	if (m->lm_head.name && !strcmp(m->lm_head.name, name))
+		return &m->lm_head;
+	int li;
+	if (sscanf(name, "layers.%d.", &li) != 1 || li < 0 || li >= m->cfg.n_layers)
+		return NULL;
+	struct layer *L = &m->layers[li];
+	struct lin *ls[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->z, &L->b, &L->a, &L->out,
+			     &L->router, &L->sg, &L->su, &L->sd, &L->sgate };
+	for (size_t i = 0; i < LYNN_ARRAY_LEN(ls); i++)
+		if (ls[i]->name && !strcmp(ls[i]->name, name))
+			return ls[i];
+	for (int e = 0; e < m->E; e++) {
+		if (!strcmp(L->eg[e].name, name)) return &L->eg[e];
+		if (!strcmp(L->eu[e].name, name)) return &L->eu[e];
+		if (!strcmp(L->ed[e].name, name)) return &L->ed[e];
+	}
+	return NULL;
+}
+
+int lynn_model_lora_set(struct lynn_model *m, const char *name, const struct lynn_lora_ref *lora,
+			struct lynn_err *err)
+{
+	struct lin *l = lin_by_name(m, name);
+	if (!l)
+		return lynn_errf(err, -LYNN_ENOTFOUND, "model: no linear '%s' for a LoRA adapter", name);
+	if (!lora || lora->rank <= 0 || !lora->a || !lora->b || !lynn_cpu_wdtype_ok(lora->dt))
+		return lynn_errf(err, -LYNN_EINVAL, "model: bad LoRA adapter for '%s'", name);
+	l->lora = *lora;
+	l->has_lora = true;
+	return 0;
+}
+
+int lynn_model_lora_attach(struct lynn_model *m, const struct lynn_lora *lora, struct lynn_err *err)
+{
+	for (int i = 0; i < lynn_lora_n_modules(lora); i++) {
+		const struct lynn_lora_module *md = lynn_lora_module(lora, i);
+		struct lin *l = lin_by_name(m, md->decoder_name);
+		if (!l)
+			return lynn_errf(err, -LYNN_ENOTFOUND, "model: adapter module '%s' ('%s') is not a "
+					 "linear of the runner", md->module, md->decoder_name);
+		if (md->a->dtype != md->b->dtype || !lynn_cpu_wdtype_ok(md->a->dtype))
+			return lynn_errf(err, -LYNN_EUNSUPPORTED, "model: adapter module '%s': lora_A %s and "
+					 "lora_B %s (same dtype, bf16/f16/f32 needed)", md->module,
+					 lynn_dtype_name(md->a->dtype), lynn_dtype_name(md->b->dtype));
+		if (md->in != l->n_in || md->out != l->n_out || md->r <= 0)
+			return lynn_errf(err, -LYNN_EFORMAT, "model: adapter module '%s': %lldx%lld does not "
+					 "fit '%s' %lldx%lld", md->module, (long long)md->out, (long long)md->in,
+					 md->decoder_name, (long long)l->n_out, (long long)l->n_in);
+		struct lynn_lora_ref ref = { md->a->dtype, md->a->data, md->b->data, md->r, md->scale };
+		int rc = lynn_model_lora_set(m, md->decoder_name, &ref, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+struct lynn_lora *lynn_model_lora_load(struct lynn_model *m, const char *dir, struct lynn_err *err)
+{
+	struct lynn_lora *l = lynn_lora_open(dir, err);
+	if (!l)
+		return NULL;
+	if (lynn_lora_bind(l, m->ckpt, err) || lynn_model_lora_attach(m, l, err)) {
+		lynn_model_lora_clear(m);
+		lynn_lora_free(l);
+		return NULL;
+	}
+	lynn_model_lora_enable(m, true);
+	return l;
+}
+
+void lynn_model_lora_enable(struct lynn_model *m, bool on) { m->lora_on = on; }
+
+static void clear_lin(struct lin *l, int *count, bool clear)
+{
+	if (l->has_lora)
+		(*count)++;
+	if (clear)
+		l->has_lora = false;
+}
+
+static int walk_lora(struct lynn_model *m, bool clear)
+{
+	int n = 0;
+	clear_lin(&m->lm_head, &n, clear);
+	for (int li = 0; li < m->cfg.n_layers; li++) {
+		struct layer *L = &m->layers[li];
+		struct lin *ls[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->z, &L->b, &L->a, &L->out,
+				     &L->router, &L->sg, &L->su, &L->sd, &L->sgate };
+		for (size_t i = 0; i < LYNN_ARRAY_LEN(ls); i++)
+			clear_lin(ls[i], &n, clear);
+		for (int e = 0; e < m->E; e++) {
+			clear_lin(&L->eg[e], &n, clear);
+			clear_lin(&L->eu[e], &n, clear);
+			clear_lin(&L->ed[e], &n, clear);
+		}
+	}
+	return n;
+}
+
+void lynn_model_lora_clear(struct lynn_model *m) { walk_lora(m, true); }
+int lynn_model_lora_count(const struct lynn_model *m) { return walk_lora((struct lynn_model *)m, false); }

@@ -1,0 +1,69 @@
+/* model_int.h - internals of the Qwen3.5-MoE runner shared by src/model
+ * (include/lynn/model.h is the public side). */
+#ifndef LYNN_MODEL_INT_H
+#define LYNN_MODEL_INT_H
+
+#include "lynn/config.h"
+#include "lynn/cpu.h"
+#include "lynn/model.h"
+#include "lynn/pool.h"
+#include "lynn/st.h"
+
+/* A linear y = W x (+ LoRA). W borrowed from the mmap. */
+struct lin {
+	enum lynn_dtype dt;
+	const void *w;               /* (n_out, n_in) */
+	int64_t n_out, n_in;
+	char *name;                  /* text-model name, for LoRA lookup (heap) */
+	bool has_lora;
+	struct lynn_lora_ref lora;
+};
+
+struct layer {
+	enum lynn_layer_type type;
+	float *in_norm, *post_norm;  /* (H) 1 + w, f32 */
+	/* full attention */
+	struct lin q, k, v, o;       /* q: (n_heads * 2 * hd, H) interleaved q|gate per head */
+	float *q_norm, *k_norm;      /* (hd) 1 + w */
+	/* Gated DeltaNet */
+	struct lin qkv, z, b, a, out; /* qkv: (2 Hk dk + Hv dv, H) */
+	float *conv_w;               /* (conv_dim, K) */
+	float *neg_a;                /* (Hv) -exp(A_log) */
+	float *dt_bias;              /* (Hv) */
+	float *gnorm;                /* (dv) plain weight */
+	/* MoE */
+	struct lin router;           /* (E, H) */
+	struct lin *eg, *eu, *ed;    /* per expert: gate (I,H), up (I,H), down (H,I) */
+	struct lin sg, su, sd;       /* shared expert */
+	struct lin sgate;            /* (1, H) */
+};
+
+struct lynn_model {
+	struct lynn_config cfg;
+	struct lynn_ckpt *ckpt;
+	struct lynn_pool *pool;
+	enum lynn_cpu_isa isa;
+	int n_threads;
+	struct layer *layers;
+	enum lynn_dtype embed_dt;
+	const void *embed;           /* (V, H) */
+	float *final_norm;           /* (H) 1 + w */
+	struct lin lm_head;
+	float *inv_freq;             /* (rot_dim / 2) */
+	bool lora_on;
+	char *arena;                 /* forward scratch, reused across calls */
+	size_t arena_cap;
+	/* derived sizes */
+	int H, V, hd, nh, nkv, Hk, Hv, dk, dv, K, conv_dim, E, topk, I, Is;
+};
+
+struct lynn_seq {
+	const struct lynn_model *m;
+	int64_t pos;
+	int64_t cap;                 /* KV rows allocated */
+	float **kc, **vc;            /* per layer (full only): (cap, nkv * hd) */
+	float **conv;                /* per layer (linear only): (K - 1, conv_dim), oldest first */
+	float **rec;                 /* per layer (linear only): (Hv, dk, dv) */
+};
+
+#endif
