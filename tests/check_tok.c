@@ -12,6 +12,7 @@
 #include "lynn/buf.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/st.h"
 #include "lynn/tok.h"
 #include "lynn/util.h"
 #include "testutil.h"
@@ -382,6 +383,44 @@ START_TEST(test_llama_vectors)
 }
 END_TEST
 
+/* ===== the tiny model's tokenizer (Qwen3.5 regex, trained with the HF
+ * tokenizers library) against ids HF's Python tokenizers wrote into
+ * ref_logits.safetensors (tests/tools/gen_fixtures.py: "long" is the first
+ * 90 ids of the first 600 characters of tests/tools/tiny_tok_corpus.txt) ===== */
+
+START_TEST(test_tiny_model_ids)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_tok *t = lynn_tok_load(FIXTURES "/qwen35moe-tiny", &err);
+	ck_assert_msg(t, "%s", err.msg);
+	ck_assert_int_eq(lynn_tok_n_vocab(t), 513);
+	struct lynn_st_file *f = lynn_st_open(FIXTURES "/ref_logits.safetensors", &err);
+	ck_assert_msg(f, "%s", err.msg);
+	const struct lynn_tensor *want = lynn_st_find(f, "ids.long");
+	ck_assert(want && want->dtype == LYNN_DTYPE_I32 && want->n_elems == 90);
+	size_t n;
+	char *corpus = tu_read("tests/tools/tiny_tok_corpus.txt", &n);
+	ck_assert(corpus && n >= 600);
+	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+	ck_assert_int_eq(lynn_tok_encode(t, corpus, 600, 0, &ids, &err), 0); /* ASCII: 600 chars */
+	ck_assert_uint_ge(ids.n, 90);
+	const int32_t *w = want->data;
+	for (int i = 0; i < 90; i++)
+		ck_assert_msg(ids.ids[i] == w[i], "id %d: %d, HF %d", i, ids.ids[i], w[i]);
+	/* the ids of the one-token prompt: <|im_start|> */
+	const struct lynn_tensor *one = lynn_st_find(f, "ids.one");
+	ck_assert(one && one->n_elems == 1);
+	ck_assert_int_eq(lynn_tok_token_id(t, "<|im_start|>"), ((const int32_t *)one->data)[0]);
+	/* generation_config.json: eos [im_end, endoftext] */
+	ck_assert(lynn_tok_is_eog(t, lynn_tok_token_id(t, "<|im_end|>")));
+	ck_assert(lynn_tok_is_eog(t, lynn_tok_token_id(t, "<|endoftext|>")));
+	lynn_tok_ids_release(&ids);
+	free(corpus);
+	lynn_st_close(f);
+	lynn_tok_free(t);
+}
+END_TEST
+
 /* ===== tiny tokenizers: both merge forms, added-token options ===== */
 
 START_TEST(test_tiny_forms)
@@ -676,6 +715,7 @@ Suite *tok_suite(void)
 	tcase_add_test(tc, test_qwen3_vocab);
 	tcase_add_test(tc, test_generation_config);
 	tcase_add_loop_test(tc, test_llama_vectors, 0, 2);
+	tcase_add_test(tc, test_tiny_model_ids);
 	tcase_add_test(tc, test_tiny_forms);
 	tcase_add_test(tc, test_single_word);
 	tcase_add_test(tc, test_stream_partial);
