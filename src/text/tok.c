@@ -291,10 +291,24 @@ static long bytelevel_decode(const struct lynn_tok *t, const uint8_t *s, size_t 
 
 static inline uint64_t hash_bytes(const uint8_t *s, size_t n, bool enc)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ (enc ? 0x9e37ull : 0);
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ull;
-	return h ^ (h >> 29);
+	/* 8 bytes per step (tokens are short), then a murmur3-style finalizer:
+	 * low bits index the table, the high 32 are the tag */
+	uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ull ^ (enc ? 0x5851F42D4C957F2Dull : 0);
+	for (; n >= 8; n -= 8, s += 8) {
+		uint64_t w;
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	if (n) {
+		uint64_t w = 0;
+		for (size_t i = 0; i < n; i++)
+			w |= (uint64_t)s[i] << (8 * i);
+		h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+	}
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 33);
 }
 
 static inline uint64_t hash_pair(uint64_t k)
@@ -386,6 +400,12 @@ static void merge_put(struct lynn_tok *t, int32_t l, int32_t r, uint32_t rank, i
 	if (t->ms[i].key == UINT64_MAX)
 		t->n_merges++;
 	t->ms[i] = (struct mslot){ k, rank, id };
+	/* a merge of two byte tokens also goes in the byte-pair table */
+	if (t->vk[l].len == (1 | VK_ENC) && t->vk[r].len == (1 | VK_ENC)) {
+		uint8_t a = t->arena[t->vk[l].off], b = t->arena[t->vk[r].off];
+		if (t->byte_id[a] == l && t->byte_id[b] == r)
+			t->byte_pairs[a * 256 + b] = (struct bpair){ rank, id };
+	}
 }
 
 /* Allocate the merge table with room for about n merges. */
@@ -1737,6 +1757,12 @@ static struct lynn_tok *tok_new(void)
 	if (!t)
 		return NULL;
 	bytelevel_init_tables(t);
+	if (!(t->byte_pairs = malloc(65536 * sizeof *t->byte_pairs))) {
+		free(t);
+		return NULL;
+	}
+	for (int i = 0; i < 65536; i++)
+		t->byte_pairs[i] = (struct bpair){ UINT32_MAX, -1 };
 	for (int b = 0; b < 256; b++)
 		t->byte_id[b] = -1;
 	t->unk_id = -1;
@@ -1746,18 +1772,6 @@ static struct lynn_tok *tok_new(void)
 
 int lynn_tok_finish(struct lynn_tok *t, struct lynn_err *err)
 {
-	t->byte_pairs = malloc(65536 * sizeof *t->byte_pairs);
-	if (!t->byte_pairs)
-		return lynn_errf(err, -LYNN_ENOMEM, "tok: out of memory");
-	for (int a = 0; a < 256; a++)
-		for (int b = 0; b < 256; b++) {
-			struct bpair *bp = &t->byte_pairs[a * 256 + b];
-			bp->rank = UINT32_MAX;
-			bp->id = -1;
-			if (t->byte_id[a] >= 0 && t->byte_id[b] >= 0 &&
-			    !merge_get(t, t->byte_id[a], t->byte_id[b], &bp->rank, &bp->id))
-				bp->rank = UINT32_MAX;
-		}
 	t->mctx = pcre2_match_context_create(NULL);
 	if (!t->mctx)
 		return lynn_errf(err, -LYNN_ENOMEM, "tok: out of memory");
