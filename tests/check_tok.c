@@ -610,6 +610,71 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* Large files scan their merges on a second thread: errors there must be
+ * the same as in the one-thread parse (the tiny cases above). */
+START_TEST(test_bad_large)
+{
+	size_t n;
+	char *txt = tu_read(QWEN3_DIR "/tokenizer.json", &n);
+	if (!txt) {
+		fprintf(stderr, "tok: SKIP: %s is absent\n", QWEN3_DIR);
+		return;
+	}
+	char *mg = strstr(txt, "\"merges\"");
+	ck_assert(mg);
+	/* from the 50,001st merge on, the first whose left token has at least
+	 * 4 bytes */
+	/* pretty-printed: each pair opens with "[\n" (strings hold no raw newline) */
+	char *q = strchr(mg, '[') + 1;
+	int idx;
+	for (int k = 0; k <= 50000; k++)
+		q = strstr(q + 1, "[\n");
+	char *s1;
+	for (idx = 50000;; idx++, q = strstr(q + 1, "[\n")) {
+		s1 = strchr(q, '"') + 1;
+		if (strchr(s1, '"') - s1 >= 4)
+			break;
+	}
+	char where[48];
+	snprintf(where, sizeof where, "model.merges[%d]", idx);
+	struct lynn_err err = { 0 };
+	struct lynn_tok *t;
+	char save[4];
+	memcpy(save, s1, 4);
+	/* 1: a merge naming a token not in the vocab */
+	memcpy(s1, "zqzq", 4); /* no such token */
+	t = lynn_tok_load_json("'big.json'", txt, n, NULL, NULL, &err);
+	ck_assert_msg(!t, "loaded");
+	ck_assert_msg(strstr(err.msg, where) && strstr(err.msg, "'zqzq"), "%s", err.msg);
+	memcpy(s1, save, 4);
+	/* 2: a syntax error inside the merges */
+	char *comma = strchr(s1, ',');
+	*comma = ';';
+	t = lynn_tok_load_json("'big.json'", txt, n, NULL, NULL, &err);
+	ck_assert(!t);
+	ck_assert_msg(strstr(err.msg, "expected ','") &&
+			      strstr(err.msg, "at byte") != NULL,
+		      "%s", err.msg);
+	char want[64];
+	snprintf(want, sizeof want, "at byte %zu", (size_t)(comma - txt));
+	ck_assert_msg(strstr(err.msg, want), "'%s' lacks '%s'", err.msg, want);
+	*comma = ',';
+	/* 3: truncated inside the merges */
+	t = lynn_tok_load_json("'big.json'", txt, (size_t)(comma - txt), NULL, NULL, &err);
+	ck_assert(!t);
+	ck_assert_msg(strstr(err.msg, "end of JSON"), "%s", err.msg);
+	/* and intact it loads, with the merges from the second thread */
+	t = lynn_tok_load_json("'big.json'", txt, n, NULL, NULL, &err);
+	ck_assert_msg(t, "%s", err.msg);
+	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+	ck_assert_int_eq(lynn_tok_encode(t, "Hello world", 11, 0, &ids, &err), 0);
+	ck_assert(ids.n == 2 && ids.ids[0] == 9707 && ids.ids[1] == 1879); /* qwen3.jsonl case 1 */
+	lynn_tok_ids_release(&ids);
+	lynn_tok_free(t);
+	free(txt);
+}
+END_TEST
+
 /* ===== the CLI ===== */
 
 START_TEST(test_cli)
@@ -720,6 +785,7 @@ Suite *tok_suite(void)
 	tcase_add_test(tc, test_single_word);
 	tcase_add_test(tc, test_stream_partial);
 	tcase_add_loop_test(tc, test_bad_input, 0, (int)(sizeof BAD / sizeof BAD[0]));
+	tcase_add_test(tc, test_bad_large);
 	tcase_add_test(tc, test_cli);
 	tcase_add_test(tc, test_long_input);
 	suite_add_tcase(s, tc);

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <pcre2.h>
+#include <pthread.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -39,6 +40,9 @@
 /* Pieces up to this many bytes merge with a linear scan; longer ones use a
  * heap (O(n log n), the bound on hostile input). */
 #define BPE_SMALL 64
+/* tokenizer.json files with more than this many bytes after the vocab key
+ * scan their merges on a second thread */
+#define MERGES_THREAD_MIN (1 << 20)
 
 enum {
 	IDF_USED = 1,    /* the id exists */
@@ -421,6 +425,9 @@ static int merges_alloc(struct lynn_tok *t, size_t n)
 	memset(t->ms, 0xff, cap * sizeof *t->ms);
 	t->mh_mask = (uint32_t)cap - 1;
 	t->n_merges = 0;
+	/* emptied with the table (a rehash re-puts the byte merges) */
+	for (int i = 0; i < 65536; i++)
+		t->byte_pairs[i] = (struct bpair){ UINT32_MAX, -1 };
 	return 0;
 }
 
@@ -826,6 +833,32 @@ struct vent {
 	bool enc;
 };
 
+#define MERGE_BATCH 32
+
+struct mpend {
+	size_t i;             /* rank */
+	uint32_t dec, la, lb; /* decoded a then b, contiguous at bytes + dec */
+	uint32_t raw, ra, rb; /* raw strings (for messages) at bytes + raw */
+	uint64_t ha, hb;
+	int32_t ia, ib, im;
+	bool enc;             /* both parts byte-level */
+};
+
+/* Merges parsed and not yet resolved to ids. */
+struct mqueue {
+	struct mpend *v;
+	size_t n, cap;
+	struct lynn_buf bytes;
+};
+
+static void mqueue_release(struct mqueue *q)
+{
+	free(q->v);
+	q->v = NULL;
+	q->n = q->cap = 0;
+	lynn_buf_release(&q->bytes);
+}
+
 struct loader {
 	struct lynn_tok *t;
 	struct js j;
@@ -835,22 +868,13 @@ struct loader {
 	bool have_vocab;
 	const uint8_t *merges_at; /* merges met before vocab: parse later */
 	/* merges wait in a batch so that their hash slots can be prefetched */
-	struct mpend *mb;
-	size_t n_mb;
-	struct lynn_buf mbytes; /* decoded and raw strings of the batch */
-	int64_t guess;          /* merged id - rank of the last merge */
+	struct mqueue q;
+	int64_t guess; /* merged id - rank of the last merge */
+	/* merges scanned by a second thread while this one read the vocab */
+	const uint8_t *merges_key_at, *merges_end;
+	bool merges_done;
 };
 
-#define MERGE_BATCH 32
-
-struct mpend {
-	size_t i;          /* rank */
-	uint32_t dec, la, lb; /* decoded a then b, contiguous at mbytes + dec */
-	uint32_t raw, ra, rb; /* raw strings (for messages) at mbytes + raw */
-	uint64_t ha, hb;
-	int32_t ia, ib, im;
-	bool enc;          /* both parts byte-level */
-};
 
 static int conv_reserve(struct loader *L, size_t n)
 {
@@ -1009,9 +1033,9 @@ static bool vkey_eq(const struct lynn_tok *t, int32_t id, const uint8_t *s, size
 	return k->len == ((uint32_t)n | (enc ? VK_ENC : 0)) && !memcmp(t->arena + k->off, s, n);
 }
 
-static int merge_error(struct loader *L, const struct mpend *m)
+static int merge_error(struct loader *L, const struct mqueue *q, const struct mpend *m)
 {
-	const char *raw = L->mbytes.data + m->raw;
+	const char *raw = q->bytes.data + m->raw;
 	const char *a = raw, *b = raw + m->ra;
 	if (m->ia < 0 || m->ib < 0) {
 		bool left = m->ia < 0;
@@ -1025,17 +1049,27 @@ static int merge_error(struct loader *L, const struct mpend *m)
 			 L->j.what, m->i, (int)LYNN_MIN(m->ra, 40), a, (int)LYNN_MIN(m->rb, 40), b);
 }
 
-/* Resolve and insert the pending merges, in rank order. */
-static int merge_flush(struct loader *L)
+/* Resolve the queued merges (at most MERGE_BATCH) to ids and insert them,
+ * in rank order; the hash slots of each step are prefetched a step ahead
+ * (the tables are larger than the caches). */
+static int merge_resolve(struct loader *L, struct mqueue *q)
 {
 	struct lynn_tok *t = L->t;
-	const uint8_t *mb = (const uint8_t *)L->mbytes.data;
-	size_t n = L->n_mb;
+	const uint8_t *mb = (const uint8_t *)q->bytes.data;
+	struct mpend *v = q->v;
+	size_t n = q->n;
 	int32_t ca[MERGE_BATCH], cb[MERGE_BATCH];
 
-	/* 1: probe the (prefetched) slots, prefetch the keys */
+	/* 0: prefetch the vocab slots */
 	for (size_t k = 0; k < n; k++) {
-		struct mpend *m = &L->mb[k];
+		if (!v[k].enc)
+			continue;
+		__builtin_prefetch(&t->vh[(uint32_t)v[k].ha & t->vh_mask]);
+		__builtin_prefetch(&t->vh[(uint32_t)v[k].hb & t->vh_mask]);
+	}
+	/* 1: probe the slots, prefetch the keys */
+	for (size_t k = 0; k < n; k++) {
+		struct mpend *m = &v[k];
 		if (!m->enc)
 			continue;
 		ca[k] = vocab_probe(t, m->ha);
@@ -1047,7 +1081,7 @@ static int merge_flush(struct loader *L)
 	}
 	/* 2: prefetch the key bytes */
 	for (size_t k = 0; k < n; k++) {
-		if (!L->mb[k].enc)
+		if (!v[k].enc)
 			continue;
 		if (ca[k] >= 0)
 			__builtin_prefetch(t->arena + t->vk[ca[k]].off);
@@ -1056,7 +1090,7 @@ static int merge_flush(struct loader *L)
 	}
 	/* 3: verify, find the merged token, prefetch the merge slot */
 	for (size_t k = 0; k < n; k++) {
-		struct mpend *m = &L->mb[k];
+		struct mpend *m = &v[k];
 		if (m->enc) {
 			const uint8_t *a = mb + m->dec, *b = a + m->la;
 			m->ia = ca[k] >= 0 && vkey_eq(t, ca[k], a, m->la, true)
@@ -1069,90 +1103,96 @@ static int merge_flush(struct loader *L)
 				m->im = (int32_t)g;
 			else
 				m->im = vocab_find(t, a, km, true);
+		} else {
+			/* a part outside the byte map: raw UTF-8 tokens */
+			const uint8_t *raw = mb + m->raw;
+			m->ia = vocab_lookup_form(L, raw, m->ra);
+			m->ib = vocab_lookup_form(L, raw + m->ra, m->rb);
+			m->im = -1;
+			if (m->ia < -1 || m->ib < -1)
+				return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
+			if (m->ia >= 0 && m->ib >= 0)
+				m->im = vocab_find(t, raw, (size_t)m->ra + m->rb, false);
 		}
-		if (m->ia < 0 || m->ib < 0 || m->im < 0) {
-			L->n_mb = 0;
-			return merge_error(L, m);
-		}
+		if (m->ia < 0 || m->ib < 0 || m->im < 0)
+			return merge_error(L, q, m);
 		L->guess = (int64_t)m->im - (int64_t)m->i;
 		uint64_t key = (uint64_t)(uint32_t)m->ia << 32 | (uint32_t)m->ib;
 		__builtin_prefetch(&t->ms[(uint32_t)hash_pair(key) & t->mh_mask], 1);
 	}
 	/* 4: insert */
 	for (size_t k = 0; k < n; k++) {
-		struct mpend *m = &L->mb[k];
-		if (merges_reserve(t)) {
-			L->n_mb = 0;
+		struct mpend *m = &v[k];
+		if (merges_reserve(t))
 			return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
-		}
 		merge_put(t, m->ia, m->ib, (uint32_t)m->i, m->im);
 	}
-	L->n_mb = 0;
-	lynn_buf_reset(&L->mbytes);
 	return 0;
 }
 
-/* Queue merge i = "a" + "b" (strings in vocab form). HF requires a, b and
- * a+b in the vocab; the merged id is usually rank + a fixed offset, which
- * is checked before hashing. */
-static int add_merge(struct loader *L, size_t i, const char *a, size_t al, const char *b,
-		     size_t bl)
+/* Resolve what the loader's own queue holds and empty it. */
+static int merge_flush(struct loader *L)
 {
-	struct lynn_tok *t = L->t;
+	int rc = merge_resolve(L, &L->q);
+	L->q.n = 0;
+	lynn_buf_reset(&L->q.bytes);
+	return rc;
+}
+
+/* Queue merge i = "a" + "b" (strings in vocab form): the parts decoded
+ * from the byte-level form and hashed. Reads only t->cp_to_byte, so the
+ * second thread runs it while the vocab is still being built. */
+static int queue_merge(const struct lynn_tok *t, struct mqueue *q, size_t i, const char *a,
+		       size_t al, const char *b, size_t bl)
+{
 	struct mpend *m;
 	size_t need = 2 * (al + bl) + 8;
 
-	if (!L->mb && !(L->mb = malloc(MERGE_BATCH * sizeof *L->mb)))
-		return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
-	if (al + bl > UINT32_MAX / 4 || lynn_buf_reserve(&L->mbytes, need))
-		return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
-	m = &L->mb[L->n_mb++];
+	if (q->n == q->cap) {
+		size_t c = q->cap ? q->cap * 2 : MERGE_BATCH;
+		struct mpend *nv = realloc(q->v, c * sizeof *nv);
+		if (!nv)
+			return -LYNN_ENOMEM;
+		q->v = nv;
+		q->cap = c;
+	}
+	if (al + bl > UINT32_MAX / 4 || q->bytes.len + need > UINT32_MAX ||
+	    lynn_buf_reserve(&q->bytes, need))
+		return -LYNN_ENOMEM;
+	m = &q->v[q->n++];
 	m->i = i;
-	m->raw = (uint32_t)L->mbytes.len;
+	m->raw = (uint32_t)q->bytes.len;
 	m->ra = (uint32_t)al;
 	m->rb = (uint32_t)bl;
-	memcpy(L->mbytes.data + L->mbytes.len, a, al);
-	memcpy(L->mbytes.data + L->mbytes.len + al, b, bl);
-	L->mbytes.len += al + bl;
-	uint8_t *d = (uint8_t *)L->mbytes.data + L->mbytes.len;
+	memcpy(q->bytes.data + q->bytes.len, a, al);
+	memcpy(q->bytes.data + q->bytes.len + al, b, bl);
+	q->bytes.len += al + bl;
+	uint8_t *d = (uint8_t *)q->bytes.data + q->bytes.len;
 	long ka = bytelevel_decode(t, (const uint8_t *)a, al, d);
 	long kb = ka < 0 ? -1 : bytelevel_decode(t, (const uint8_t *)b, bl, d + ka);
 	m->enc = ka >= 0 && kb >= 0;
+	m->ia = m->ib = m->im = -1;
 	if (m->enc) {
-		m->dec = (uint32_t)L->mbytes.len;
+		m->dec = (uint32_t)q->bytes.len;
 		m->la = (uint32_t)ka;
 		m->lb = (uint32_t)kb;
-		L->mbytes.len += (size_t)(ka + kb);
+		q->bytes.len += (size_t)(ka + kb);
 		m->ha = hash_bytes(d, (size_t)ka, true);
 		m->hb = hash_bytes(d + ka, (size_t)kb, true);
-		__builtin_prefetch(&t->vh[(uint32_t)m->ha & t->vh_mask]);
-		__builtin_prefetch(&t->vh[(uint32_t)m->hb & t->vh_mask]);
-	} else {
-		/* a part outside the byte map: raw UTF-8 tokens, resolved now */
-		m->ia = vocab_lookup_form(L, (const uint8_t *)a, al);
-		m->ib = vocab_lookup_form(L, (const uint8_t *)b, bl);
-		m->im = -1;
-		if (m->ia < -1 || m->ib < -1)
-			return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
-		if (m->ia >= 0 && m->ib >= 0) {
-			const char *raw = L->mbytes.data + m->raw;
-			m->im = vocab_find(t, (const uint8_t *)raw, al + bl, false);
-		}
 	}
-	if (L->n_mb == MERGE_BATCH)
-		return merge_flush(L);
 	return 0;
 }
 
-static int parse_merges(struct loader *L)
-{
-	struct js *j = &L->j;
-	size_t i = 0;
-	int rc;
+/* Scan model.merges at j (a JSON array of "a b" or ["a", "b"]) into q;
+ * each full batch goes to sink(ctx, q), which empties q. */
+typedef int (*merge_sink)(void *ctx, struct mqueue *q);
 
-	if (merges_alloc(L->t, (size_t)L->t->n_ids))
-		return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
-	rc = js_open(j, '[');
+static int scan_merges(const struct lynn_tok *t, struct js *j, struct lynn_buf *s1,
+		       struct lynn_buf *s2, struct mqueue *q, merge_sink sink, void *ctx)
+{
+	size_t i = 0;
+	int rc = js_open(j, '[');
+
 	if (rc < 0)
 		return rc;
 	while (rc == 0) {
@@ -1161,14 +1201,14 @@ static int parse_merges(struct loader *L)
 		if (js_is(j, '[')) {
 			j->p++;
 			/* the first view may point into s1, the second into s2 */
-			if (js_strv(j, &L->s1, &a, &al) || js_expect(j, ',') ||
-			    js_strv(j, &L->s2, &b, &bl) || js_expect(j, ']'))
-				return merge_flush(L) ? -LYNN_EFORMAT : -LYNN_EFORMAT;
+			if (js_strv(j, s1, &a, &al) || js_expect(j, ',') || js_strv(j, s2, &b, &bl) ||
+			    js_expect(j, ']'))
+				return -LYNN_EFORMAT;
 		} else {
 			const char *m;
 			size_t ml;
-			if (js_strv(j, &L->s1, &m, &ml))
-				return merge_flush(L) ? -LYNN_EFORMAT : -LYNN_EFORMAT;
+			if (js_strv(j, s1, &m, &ml))
+				return -LYNN_EFORMAT;
 			const char *sp = memchr(m, ' ', ml);
 			if (!sp || memchr(sp + 1, ' ', ml - (size_t)(sp + 1 - m)))
 				return lynn_errf(j->err, -LYNN_EFORMAT,
@@ -1178,7 +1218,9 @@ static int parse_merges(struct loader *L)
 			a = m, al = (size_t)(sp - m);
 			b = sp + 1, bl = ml - al - 1;
 		}
-		if ((rc = add_merge(L, i, a, al, b, bl)))
+		if (queue_merge(t, q, i, a, al, b, bl))
+			return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
+		if (q->n == MERGE_BATCH && (rc = sink(ctx, q)))
 			return rc;
 		i++;
 		rc = js_next(j, ']');
@@ -1186,7 +1228,199 @@ static int parse_merges(struct loader *L)
 			return rc;
 		rc = rc ? 0 : 1;
 	}
-	return merge_flush(L);
+	return 0;
+}
+
+static int sink_resolve(void *ctx, struct mqueue *q)
+{
+	(void)q;
+	return merge_flush(ctx);
+}
+
+static int parse_merges(struct loader *L)
+{
+	struct js *j = &L->j;
+	int rc;
+
+	if (merges_alloc(L->t, (size_t)L->t->n_ids))
+		return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
+	rc = scan_merges(L->t, j, &L->s1, &L->s2, &L->q, sink_resolve, L);
+	/* merges queued before a syntax error are checked first: a bad merge
+	 * there is the earlier error */
+	if (rc == -LYNN_EFORMAT && L->q.n) {
+		struct lynn_err keep = j->err ? *j->err : (struct lynn_err){ 0 };
+		if (!merge_flush(L) && j->err)
+			*j->err = keep;
+		return rc;
+	}
+	return rc ? rc : merge_flush(L);
+}
+
+/* ===== The merges on a second thread =====
+ * While this thread parses model.vocab, a second one skips it, finds
+ * model.merges after it and scans it (JSON, byte-level decoding, hashing:
+ * most of the load time) into blocks of MERGE_BATCH merges, handed over
+ * under a mutex; this thread resolves them to ids as they come. Any failure
+ * of the second thread falls back to the one-thread parse, which then gives
+ * the same errors as always. */
+
+struct mblock {
+	struct mqueue q;
+	struct mblock *next;
+};
+
+struct mthread {
+	const struct lynn_tok *t;
+	struct js j; /* at the vocab value */
+	struct lynn_err err;
+	struct lynn_buf s1, s2, key;
+	struct mqueue q;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* under mu: */
+	struct mblock *head, *tail;
+	bool finished, cancel, found;
+	int rc; /* once finished: 0 when all of model.merges was scanned */
+	const uint8_t *key_at, *end;
+};
+
+static int sink_publish(void *ctx, struct mqueue *q)
+{
+	struct mthread *m = ctx;
+	struct mblock *b = calloc(1, sizeof *b);
+	if (!b)
+		return -LYNN_ENOMEM;
+	b->q = *q; /* the block takes the arrays; the scanner starts anew */
+	memset(q, 0, sizeof *q);
+	pthread_mutex_lock(&m->mu);
+	bool cancel = m->cancel;
+	if (!cancel) {
+		if (m->tail)
+			m->tail->next = b;
+		else
+			m->head = b;
+		m->tail = b;
+		pthread_cond_signal(&m->cv);
+	}
+	pthread_mutex_unlock(&m->mu);
+	if (cancel) {
+		mqueue_release(&b->q);
+		free(b);
+		return -LYNN_EINTR;
+	}
+	return 0;
+}
+
+static void *merges_thread(void *arg)
+{
+	struct mthread *m = arg;
+	struct js *j = &m->j;
+	int rc = -1;
+	const uint8_t *key_at = NULL;
+
+	if (js_skip(j, 2))
+		goto out;
+	for (;;) {
+		if (js_next(j, '}') <= 0)
+			goto out; /* the end of model (no merges after the vocab), or bad JSON */
+		if (js_str(j, &m->key) || js_expect(j, ':'))
+			goto out;
+		if (!strcmp(m->key.data, "merges"))
+			break;
+		if (js_skip(j, 2))
+			goto out;
+	}
+	js_ws(j);
+	key_at = j->p;
+	pthread_mutex_lock(&m->mu);
+	m->found = true;
+	pthread_mutex_unlock(&m->mu);
+	rc = scan_merges(m->t, j, &m->s1, &m->s2, &m->q, sink_publish, m);
+	if (!rc && m->q.n)
+		rc = sink_publish(m, &m->q);
+out:
+	pthread_mutex_lock(&m->mu);
+	m->rc = rc;
+	m->key_at = key_at;
+	m->end = j->p;
+	m->finished = true;
+	pthread_cond_signal(&m->cv);
+	pthread_mutex_unlock(&m->mu);
+	return NULL;
+}
+
+/* Parse the vocab at L->j, with the merges after it scanned by a second
+ * thread and resolved here. */
+static int parse_vocab_and_merges(struct loader *L)
+{
+	struct mthread m = { 0 };
+	pthread_t th;
+	bool started = false;
+	int rc;
+
+	js_ws(&L->j);
+	if (L->j.end - L->j.p > MERGES_THREAD_MIN) {
+		m.t = L->t;
+		m.j = L->j;
+		m.j.err = &m.err;
+		if (pthread_mutex_init(&m.mu, NULL) == 0) {
+			if (pthread_cond_init(&m.cv, NULL) == 0) {
+				started = pthread_create(&th, NULL, merges_thread, &m) == 0;
+				if (!started)
+					pthread_cond_destroy(&m.cv);
+			}
+			if (!started)
+				pthread_mutex_destroy(&m.mu);
+		}
+	}
+	rc = parse_vocab(L);
+	if (!started)
+		return rc;
+	bool ok = !rc && !merges_alloc(L->t, (size_t)L->t->n_ids);
+	int rrc = 0;
+	for (;;) {
+		pthread_mutex_lock(&m.mu);
+		if (!ok || rrc)
+			m.cancel = true;
+		while (!m.head && !m.finished)
+			pthread_cond_wait(&m.cv, &m.mu);
+		struct mblock *b = m.head;
+		m.head = m.tail = NULL;
+		bool fin = m.finished;
+		pthread_mutex_unlock(&m.mu);
+		while (b) {
+			struct mblock *nx = b->next;
+			if (ok && !rrc)
+				rrc = merge_resolve(L, &b->q);
+			mqueue_release(&b->q);
+			free(b);
+			b = nx;
+		}
+		if (fin)
+			break;
+	}
+	pthread_join(th, NULL);
+	pthread_cond_destroy(&m.cv);
+	pthread_mutex_destroy(&m.mu);
+	if (ok && !rrc && m.rc == 0) {
+		L->merges_key_at = m.key_at;
+		L->merges_end = m.end;
+		L->merges_done = true;
+	} else if (ok && m.found) {
+		/* the second thread or the resolving failed: the one-thread parse
+		 * of model.merges (from a fresh table) reports it */
+		if (L->j.err)
+			lynn_err_clear(L->j.err);
+		if (merges_alloc(L->t, 8))
+			rc = lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
+	}
+	if (!ok && !rc)
+		rc = lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
+	lynn_buf_release(&m.s1);
+	lynn_buf_release(&m.s2);
+	lynn_buf_release(&m.key);
+	mqueue_release(&m.q);
+	return rc;
 }
 
 static int parse_model(struct loader *L)
@@ -1215,7 +1449,7 @@ static int parse_model(struct loader *L)
 				rc = js_fail(j, "model.vocab given twice");
 				goto out;
 			}
-			if ((rc = parse_vocab(L)))
+			if ((rc = L->merges_at ? parse_vocab(L) : parse_vocab_and_merges(L)))
 				goto out;
 			if (L->merges_at) {
 				const uint8_t *save = j->p;
@@ -1230,7 +1464,11 @@ static int parse_model(struct loader *L)
 				rc = js_fail(j, "model.merges given twice");
 				goto out;
 			}
-			if (L->have_vocab) {
+			js_ws(j);
+			if (L->merges_done && j->p == L->merges_key_at) {
+				j->p = L->merges_end; /* read by the second thread */
+				have_merges = true;
+			} else if (L->have_vocab) {
 				if ((rc = parse_merges(L)))
 					goto out;
 				have_merges = true;
@@ -1892,8 +2130,7 @@ out:
 	lynn_buf_release(&L.s2);
 	lynn_buf_release(&L.s3);
 	lynn_buf_release(&L.unk);
-	lynn_buf_release(&L.mbytes);
-	free(L.mb);
+	mqueue_release(&L.q);
 	free(L.conv);
 	if (rc) {
 		if (err && !err->code)
@@ -2086,13 +2323,16 @@ int lynn_tok_builder_merges(struct lynn_tok *t, const char *const *merges, size_
 				       m);
 			goto out;
 		}
-		if ((rc = add_merge(&L, i, m, (size_t)(sp - m), sp + 1, strlen(sp + 1))))
+		if (queue_merge(t, &L.q, i, m, (size_t)(sp - m), sp + 1, strlen(sp + 1))) {
+			rc = lynn_errf(err, -LYNN_ENOMEM, "tok: out of memory");
+			goto out;
+		}
+		if (L.q.n == MERGE_BATCH && (rc = merge_flush(&L)))
 			goto out;
 	}
 	rc = merge_flush(&L);
 out:
-	free(L.mb);
-	lynn_buf_release(&L.mbytes);
+	mqueue_release(&L.q);
 	lynn_buf_release(&L.s3);
 	free(L.conv);
 	return rc;
