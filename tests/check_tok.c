@@ -383,6 +383,77 @@ START_TEST(test_llama_vectors)
 }
 END_TEST
 
+/* llama.cpp's own tokenizer (llama-tokenize, qwen35 vocab, special tokens as
+ * text) on every 11th corpus case: tests/tools/gen_tok_llama.py. Run with the
+ * equivalent tokenizer.json, and with the GGUF when it is here. */
+START_TEST(test_llama_corpus)
+{
+	struct lynn_tok *toks[2] = { NULL, NULL };
+	const char *labels[2] = { "qwen35 via tokenizer.json", "qwen35 gguf" };
+	struct lynn_err err = { 0 };
+	if (lynn_dir_exists(QWEN3_DIR))
+		toks[0] = llama_equivalent(true);
+	if (lynn_file_exists(LLAMA_MODELS "/ggml-vocab-qwen35.gguf"))
+		toks[1] = lynn_tok_load(LLAMA_MODELS "/ggml-vocab-qwen35.gguf", &err);
+	if (!toks[0] && !toks[1]) {
+		fprintf(stderr, "tok: SKIP: neither the Qwen3 tokenizer.json nor the qwen35 GGUF is "
+				"here; the llama.cpp corpus comparison did not run\n");
+		return;
+	}
+	size_t clen, flen;
+	char *corpus = tu_read(TOKDIR "/corpus.b64", &clen);
+	char *fix = tu_read(TOKDIR "/llama_qwen35.jsonl", &flen);
+	ck_assert(corpus && fix);
+	/* index the corpus lines */
+	char **lines = calloc(4096, sizeof *lines);
+	int nl = 0;
+	for (char *p = corpus; *p && nl < 4096; nl++) {
+		lines[nl] = p;
+		char *e = strchr(p, '\n');
+		if (!e)
+			break;
+		*e = 0;
+		p = e + 1;
+	}
+	struct lynn_buf text = LYNN_BUF_INIT;
+	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+	int n = 0, bad[2] = { 0, 0 };
+	for (char *fp = fix, *e; (e = strchr(fp, '\n')); fp = e + 1) {
+		cJSON *rec = lynn_json_parse("llama_qwen35.jsonl", fp, (size_t)(e - fp), &err);
+		ck_assert(rec);
+		int c = cJSON_GetObjectItem(rec, "case")->valueint;
+		ck_assert(c >= 0 && c < nl);
+		b64_decode(lines[c], strlen(lines[c]), &text);
+		for (int k = 0; k < 2; k++) {
+			if (!toks[k])
+				continue;
+			ids.n = 0;
+			ck_assert_int_eq(lynn_tok_encode(toks[k], text.data, text.len,
+							 LYNN_TOK_F_NO_SPECIAL, &ids, &err), 0);
+			if (!ids_equal(&ids, cJSON_GetObjectItem(rec, "ids")) && bad[k]++ < 3) {
+				fprintf(stderr, "tok: %s: corpus case %d differs from llama.cpp\n",
+					labels[k], c);
+				print_ids("got", &ids);
+			}
+		}
+		cJSON_Delete(rec);
+		n++;
+	}
+	fprintf(stderr, "tok: llama.cpp on %d corpus cases: %d / %d mismatches (tokenizer.json / gguf)\n",
+		n, bad[0], bad[1]);
+	ck_assert_int_ge(n, 150);
+	ck_assert_int_eq(bad[0], 0);
+	ck_assert_int_eq(bad[1], 0);
+	lynn_buf_release(&text);
+	lynn_tok_ids_release(&ids);
+	free(lines);
+	free(corpus);
+	free(fix);
+	lynn_tok_free(toks[0]);
+	lynn_tok_free(toks[1]);
+}
+END_TEST
+
 /* ===== the tiny model's tokenizer (Qwen3.5 regex, trained with the HF
  * tokenizers library) against ids HF's Python tokenizers wrote into
  * ref_logits.safetensors (tests/tools/gen_fixtures.py: "long" is the first
@@ -780,6 +851,7 @@ Suite *tok_suite(void)
 	tcase_add_test(tc, test_qwen3_vocab);
 	tcase_add_test(tc, test_generation_config);
 	tcase_add_loop_test(tc, test_llama_vectors, 0, 2);
+	tcase_add_test(tc, test_llama_corpus);
 	tcase_add_test(tc, test_tiny_model_ids);
 	tcase_add_test(tc, test_tiny_forms);
 	tcase_add_test(tc, test_single_word);
