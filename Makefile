@@ -78,6 +78,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The Blackwell FP4 path (untested on hardware) is also built for sm_100a/sm_120a.
+$(BUILD)/kernels/nvfp4_fp4.o: NVFLAGS += -gencode arch=compute_100a,code=sm_100a \
+	-gencode arch=compute_120a,code=sm_120a
+
 $(BUILD)/kernels/%.o: kernels/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@

@@ -44,6 +44,10 @@ START_TEST(test_buf)
 	ck_assert_str_eq(b.data, "");
 	lynn_buf_release(&b);
 	ck_assert_ptr_null(b.data);
+	/* detaching an empty buffer gives "" */
+	char *e = lynn_buf_detach(&b);
+	ck_assert_str_eq(e, "");
+	free(e);
 }
 END_TEST
 

@@ -13,6 +13,7 @@
  * base/adapter paths, the sanity file path).
  */
 #include <check.h>
+#include <stdint.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -90,7 +91,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	char key[4096], why[400];
 	int n_att, mt;
 
+	char prefix[64] = "";
+
 	(void)version;
+	/* "/NAME/v1/..." serves the canned table NAME (one server, many variants) */
+	if (strncmp(url, "/v1/", 4)) {
+		const char *sl = strchr(url + 1, '/');
+		if (sl && (size_t)(sl - url - 1) < sizeof(prefix)) {
+			snprintf(prefix, sizeof(prefix), "%.*s", (int)(sl - url - 1), url + 1);
+			url = sl;
+		}
+	}
 	if (!strcmp(method, "GET") && !strcmp(url, "/v1/models"))
 		return reply(c, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"base-model\",\"object\":\"model\"}]}");
 	if (strcmp(method, "POST") || strcmp(url, "/v1/chat/completions"))
@@ -146,8 +157,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		snprintf(why, sizeof(why), "max_tokens %d, the toolkit used %d", mt, (int)want_mt->valuedouble);
 	else if ((mt == 256) != (cJSON_GetArraySize(cJSON_GetObjectItem(req, "tools")) > 0))
 		snprintf(why, sizeof(why), "tools missing on a v8 prompt or present elsewhere");
-	table = cJSON_GetObjectItem(f->canned, strcmp(model, "base-model") ? "cand" : "base");
-	if (!strcmp(model, "base-model") || !strcmp(model, "cand"))
+	table = cJSON_GetObjectItem(f->canned, prefix[0] ? prefix : strcmp(model, "base-model") ? "cand" : "base");
+	if (prefix[0] || !strcmp(model, "base-model") || !strcmp(model, "cand"))
 		out = cJSON_GetStringValue(cJSON_GetObjectItem(table, prompt));
 	else
 		out = NULL;
@@ -167,6 +178,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		cJSON_AddStringToObject(m, "role", "assistant");
 		cJSON_AddStringToObject(m, "content", out);
 		cJSON_AddStringToObject(c0, "finish_reason", "stop");
+		cJSON_AddNumberToObject(cJSON_AddObjectToObject(r, "usage"), "completion_tokens", 16);
 		s = cJSON_PrintUnformatted(r);
 		cJSON_Delete(r);
 		pthread_mutex_lock(&f->mu);
@@ -191,15 +203,11 @@ static void done_conn(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 	}
 }
 
-static void fake_start(struct fake *f, const char *scenario)
+static void fake_start_json(struct fake *f, cJSON *canned)
 {
-	char path[512];
-	struct lynn_err e = { 0 };
 	memset(f, 0, sizeof(*f));
 	pthread_mutex_init(&f->mu, NULL);
-	snprintf(path, sizeof(path), EVAL_FIX "/%s/canned.json", scenario);
-	f->canned = lynn_json_load(path, 16 << 20, &e);
-	ck_assert_msg(f->canned != NULL, "%s", e.msg);
+	f->canned = canned;
 	f->attempts = cJSON_CreateObject();
 	f->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
 				NULL, handle, f, MHD_OPTION_NOTIFY_COMPLETED, done_conn, f,
@@ -207,6 +215,17 @@ static void fake_start(struct fake *f, const char *scenario)
 	ck_assert_ptr_nonnull(f->d);
 	f->port = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT)->port;
 	ck_assert_int_gt(f->port, 0);
+}
+
+static void fake_start(struct fake *f, const char *scenario)
+{
+	char path[512];
+	struct lynn_err e = { 0 };
+	cJSON *canned;
+	snprintf(path, sizeof(path), EVAL_FIX "/%s/canned.json", scenario);
+	canned = lynn_json_load(path, 16 << 20, &e);
+	ck_assert_msg(canned != NULL, "%s", e.msg);
+	fake_start_json(f, canned);
 }
 
 static void fake_stop(struct fake *f)
@@ -234,10 +253,13 @@ static int dead_port(void)
 
 /* ===== comparing with the toolkit's report ===== */
 
+/* Comparing two lynn runs (resume): only the run's own time fields differ. */
+static bool same_run_compare;
+
 static bool ignored(const char *k)
 {
 	static const char *skip[] = { "created_at", "runtime_s", "latency_s", "base", "adapter", "report_path" };
-	for (size_t i = 0; i < sizeof(skip) / sizeof(*skip); i++)
+	for (size_t i = 0; i < (same_run_compare ? 2 : sizeof(skip) / sizeof(*skip)); i++)
 		if (k && !strcmp(k, skip[i]))
 			return true;
 	return false;
@@ -525,13 +547,25 @@ START_TEST(test_resume_after_kill)
 	ck_assert_int_eq(f.n_ok, 36 - (int)n_cached);
 	assert_report_matches("mixed", out);
 	tu_run_free(&r);
-	/* and again: everything from the cache, the same report */
-	f.n_ok = 0;
-	r = run_eval(url, "mixed", out, "--resume");
-	ck_assert_int_eq(r.status, 1);
-	ck_assert_int_eq(f.n_ok, 0);
-	assert_report_matches("mixed", out);
-	tu_run_free(&r);
+	/* and again: everything from the cache, the same report as the resumed
+	 * run in every field but created_at and runtime_s (latencies included) */
+	{
+		cJSON *first = load_json(out), *again;
+		char diff[1024] = "";
+		f.n_ok = 0;
+		r = run_eval(url, "mixed", out, "--resume");
+		ck_assert_int_eq(r.status, 1);
+		ck_assert_int_eq(f.n_ok, 0);
+		assert_report_matches("mixed", out);
+		again = load_json(out);
+		same_run_compare = true;
+		json_diff(first, again, "$", diff, sizeof(diff));
+		same_run_compare = false;
+		ck_assert_msg(!diff[0], "resumed reports differ: %s", diff);
+		cJSON_Delete(first);
+		cJSON_Delete(again);
+		tu_run_free(&r);
+	}
 	/* without --resume the cache starts afresh */
 	r = run_eval(url, "mixed", out, NULL);
 	ck_assert_int_eq(f.n_ok, 36);
@@ -629,7 +663,7 @@ START_TEST(test_usage_errors)
 		{ "eval", "--model is required" },
 		{ "eval --model http://127.0.0.1:9/v1", "no baseline" },
 		{ "eval --model http://127.0.0.1:9/v1 --adapter a --bogus", "unknown" },
-		{ "eval --model tests/fixtures --adapter tests/fixtures --prompts-dir " EVAL_FIX "/prompts", "not available" },
+		{ "eval --model tests/fixtures --adapter tests/fixtures --prompts-dir " EVAL_FIX "/prompts", "config.json" },
 		{ "eval --model /no/such/model --adapter x --prompts-dir " EVAL_FIX "/prompts", "not found" },
 		{ "eval --model http://x/v1 --adapter a --prompts-dir /no/such/dir", "not found" },
 		{ "eval --model ftp://x --adapter a --prompts-dir " EVAL_FIX "/prompts", "not an http(s) URL" },
@@ -843,6 +877,103 @@ START_TEST(test_prompt_golds)
 }
 END_TEST
 
+/* Drop added tokens written like "<|name|>" or "<name>", then strip. */
+static void drop_specials(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r;) {
+		if (r[0] == '<') {
+			/* <name>, <|name|>: [a-z0-9_], optional bars */
+			size_t k = 1 + (r[1] == '|');
+			while (r[k] == '_' || (r[k] >= 'a' && r[k] <= 'z') || (r[k] >= '0' && r[k] <= '9'))
+				k++;
+			if (r[k] == '|')
+				k++;
+			if (r[k] == '>' && k > 1) {
+				r += k + 1;
+				continue;
+			}
+		}
+		*w++ = *r++;
+	}
+	*w = 0;
+	lynn_eval_strip(s);
+}
+
+/* In-process (engine, adapter on/off per request) on the tiny model: the
+ * answers equal `lynn generate` with and without the adapter; --resume
+ * regenerates nothing. */
+START_TEST(test_eval_inprocess)
+{
+	const char *tiny = FIXTURES "/qwen35moe-tiny", *lora = FIXTURES "/lora-tiny";
+	char *dir = tu_mkdtemp(), *args, cpath[512], key[65];
+	const char *prompt = "用 markdown 表格比较 HTTP/1.1 和 HTTP/2。";
+	struct tu_run r;
+	struct lynn_cache *c;
+	const cJSON *rec;
+
+	if (!lynn_dir_exists(tiny) || !lynn_dir_exists(lora)) {
+		free(dir);
+		return;
+	}
+	ck_assert(asprintf(&args, "-q eval --model %s --adapter %s --sanity-pass --prompts-dir " EVAL_FIX "/prompts "
+			   "--output '%s/r.json' --threads 1", tiny, lora, dir) > 0);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0 || r.status == 1, "exit %d: %s", r.status, r.err);
+	ck_assert(!strcmp(last_line(r.out), "__FOUR_GATE_PASS__\n") || !strcmp(last_line(r.out), "__FOUR_GATE_FAIL__\n"));
+	{
+		char rp[512];
+		cJSON *j;
+		snprintf(rp, sizeof(rp), "%s/r.json", dir);
+		j = load_json(rp);
+		ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "runner")), "local");
+		ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "adapter")), lora);
+		cJSON_Delete(j);
+	}
+	tu_run_free(&r);
+	snprintf(cpath, sizeof(cpath), "%s/r.cache.jsonl.zst", dir);
+	c = lynn_cache_open(cpath, true, NULL);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(lynn_cache_n_loaded(c), 36);
+	for (int side = 0; side < 2; side++) {
+		char *cmd, *gen;
+		lynn_cache_key(key, tiny, side ? NULL : lora, prompt, NULL, 384, false);
+		rec = lynn_cache_get(c, key);
+		ck_assert_ptr_nonnull(rec);
+		ck_assert(asprintf(&cmd, "-q generate --model %s %s%s --prompt '%s' --max-tokens 384 --threads 1", tiny,
+				   side ? "" : "--adapter ", side ? "" : lora, prompt) > 0);
+		r = tu_lynn(cmd, NULL, NULL);
+		ck_assert_int_eq(r.status, 0);
+		/* generate keeps special and non-special added tokens; eval skips the
+		 * special ones: compare with every <|…|> token dropped on both sides */
+		gen = strdup(r.out);
+		drop_specials(gen);
+		{
+			char *ev = strdup(cJSON_GetStringValue(cJSON_GetObjectItem(rec, "output")));
+			drop_specials(ev);
+			ck_assert_msg(strlen(gen) > 0 && !strcmp(gen, ev), "%s: eval's answer differs from lynn generate's",
+				      side ? "base" : "adapter");
+			free(ev);
+		}
+		free(gen);
+		free(cmd);
+		tu_run_free(&r);
+	}
+	lynn_cache_close(c);
+	/* resume: everything from the cache */
+	free(args);
+	ck_assert(asprintf(&args, "-v eval --model %s --adapter %s --sanity-pass --prompts-dir " EVAL_FIX "/prompts "
+			   "--output '%s/r.json' --threads 1 --resume", tiny, lora, dir) > 0);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert(strstr(r.err, "g1 style (candidate): 8 of 8 outputs from the cache"));
+	ck_assert(!strstr(r.err, "generate: "));
+	tu_run_free(&r);
+	free(args);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 Suite *eval_suite(void)
 {
 	Suite *s = suite_create("eval");
@@ -863,6 +994,7 @@ Suite *eval_suite(void)
 	tcase_add_test(e, test_resume_after_kill);
 	tcase_add_test(e, test_out_dir);
 	tcase_add_test(e, test_daily_mix);
+	tcase_add_test(e, test_eval_inprocess);
 	tcase_set_timeout(e, 120);
 	suite_add_tcase(s, u);
 	suite_add_tcase(s, e);

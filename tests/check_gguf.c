@@ -112,7 +112,7 @@ END_TEST
  * 151936 tokens, 151387 merges, pre "qwen35", eos = bos = pad = 151643. */
 START_TEST(test_gguf_llama_vocab)
 {
-	const char *p = "/work/oracles/llama.cpp/models/ggml-vocab-qwen35.gguf";
+	const char *p = "tests/node/llama.cpp/models/ggml-vocab-qwen35.gguf";
 	if (!lynn_file_exists(p)) {
 		fprintf(stderr, "gguf: SKIP: %s is absent\n", p);
 		return;

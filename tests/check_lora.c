@@ -11,6 +11,7 @@
 
 #include "lynn/fs.h"
 #include "lynn/lora.h"
+#include "lynn/model.h"
 #include "lynn/st.h"
 #include "testutil.h"
 
@@ -103,6 +104,44 @@ START_TEST(test_open_and_bind)
 }
 END_TEST
 
+/* Same tolerances as the runner's f32 checks (tests/check_model.c). */
+#define LYNN_TOL_LOGITS_MAXABS 1e-3
+#define LYNN_TOL_LOGITS_COS 0.99999
+
+/* The merged f32 model's logits equal HF's adapter-on logits (peft's merged
+ * model gives the same up to 4.9e-4, gen_info.json). */
+static void check_merged_logits(const char *dir)
+{
+	struct lynn_err e = { 0 };
+	struct lynn_st_file *ref = lynn_st_open(FIXTURES "/lora_logits.safetensors", &e);
+	const struct lynn_tensor *ids = lynn_st_find(ref, "ids.long");
+	const struct lynn_tensor *want = lynn_st_find(ref, "logits_on.long");
+	struct lynn_model *m = lynn_model_open(dir, NULL, &e);
+	struct lynn_seq *sq;
+	int64_t T = ids->n_elems, V = want->shape[1];
+	float *got = malloc((size_t)(T * V) * sizeof *got);
+
+	ck_assert_msg(m != NULL, "%s", e.msg);
+	sq = lynn_seq_create(m, &e);
+	ck_assert_int_eq(lynn_model_prefill(m, sq, ids->data, T, true, got, &e), 0);
+	for (int64_t r = 0; r < T; r++) {
+		double dot = 0, na = 0, nb = 0, mx = 0;
+		for (int64_t v = 0; v < V; v++) {
+			double a = got[r * V + v], b = ((const float *)want->data)[r * V + v];
+			dot += a * b;
+			na += a * a;
+			nb += b * b;
+			mx = fmax(mx, fabs(a - b));
+		}
+		ck_assert_msg(mx <= LYNN_TOL_LOGITS_MAXABS, "row %lld: max|d| %g", (long long)r, mx);
+		ck_assert_msg(dot / sqrt(na * nb) >= LYNN_TOL_LOGITS_COS, "row %lld: cosine", (long long)r);
+	}
+	free(got);
+	lynn_seq_free(sq);
+	lynn_model_close(m);
+	lynn_st_close(ref);
+}
+
 static void check_merge(const char *base, const char *expected, bool bf16)
 {
 	struct lynn_err e = { 0 };
@@ -147,6 +186,13 @@ static void check_merge(const char *base, const char *expected, bool bf16)
 	}
 	ck_assert_int_eq(n_checked, 26);
 	lynn_ckpt_close(mg);
+	if (!bf16) { /* a loadable model: copy the config and check its logits */
+		char *a = lynn_path_join(base, "config.json"), *b = lynn_path_join(dir, "config.json");
+		ck_assert_int_eq(lynn_file_copy(a, b, NULL), 0);
+		free(a);
+		free(b);
+		check_merged_logits(dir);
+	}
 	lynn_st_close(ref);
 	lynn_ckpt_close(ck);
 	lynn_lora_free(l);

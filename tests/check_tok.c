@@ -266,7 +266,7 @@ END_TEST
 
 /* ===== llama.cpp: its qwen2 / qwen35 vocab test vectors ===== */
 
-#define LLAMA_MODELS "/work/oracles/llama.cpp/models"
+#define LLAMA_MODELS "tests/node/llama.cpp/models"
 
 /* Qwen3's tokenizer.json turned into what a llama.cpp GGUF of it holds:
  * no NFC normalizer, the qwen2 or qwen35 pre-tokenizer regex, and only the
@@ -363,7 +363,7 @@ START_TEST(test_llama_vectors)
 	snprintf(inp, sizeof inp, "%s.inp", gguf);
 	snprintf(outp, sizeof outp, "%s.out", gguf);
 	if (!lynn_file_exists(inp)) {
-		fprintf(stderr, "tok: SKIP: %s is absent (llama.cpp source in /work/oracles); "
+		fprintf(stderr, "tok: SKIP: %s is absent (llama.cpp source: make deps clones it from node-llama-cpp); "
 				"its vocab vectors did not run\n", inp);
 		return;
 	}

@@ -102,18 +102,18 @@ struct lynn_chat_parse_opts {
 	const char *tools_json;
 };
 
-/* Parse a whole generated text. Rules:
- * - reasoning: text before "</think>" (after an optional leading "<think>"),
- *   when the text has "</think>", starts with "<think>", or opts->in_think;
- *   output that stops before "</think>" is all reasoning; a "<tool_call>"
- *   before "</think>" ends the reasoning there. Reasoning and content are
- *   trimmed of surrounding newlines/whitespace as vLLM's qwen3 parser does
- *   (leading/trailing "\n" removed).
- * - tool calls: each "<tool_call>…</tool_call>" (or an unterminated last one)
- *   in the XML form <function=NAME><parameter=K>\nV\n</parameter></function>
- *   or the JSON form {"name": …, "arguments": {…}}; text around them is
- *   content. A tool call that cannot be parsed stays in content.
- * Returns 0 or -LYNN_ENOMEM; `opts` may be NULL. */
+/* Parse a whole generated text. Rules (vLLM's qwen3 reasoning and qwen3_coder tool parsers):
+ * - reasoning: after a leading "<think>", or from the start when opts->in_think, up to
+ *   "</think>"; a "<tool_call>" before "</think>" ends it there (a stray "</think>" after that
+ *   call is dropped); output that stops before "</think>" is all reasoning. Without in_think or
+ *   a leading "<think>", a "</think>" is ordinary content.
+ * - tool calls: each "<tool_call>...</tool_call>" (or an unterminated last one) in the XML form
+ *   <function=NAME><parameter=K>\nV\n</parameter></function> or the JSON form
+ *   {"name": ..., "arguments": {...} or "..."}; text around them is content. A body in neither
+ *   form stays in the content, tags included.
+ * - content and reasoning are stripped of leading/trailing whitespace.
+ * NUL bytes in the text are dropped (the results are C strings).
+ * Returns 0, -LYNN_EFORMAT (tools_json not an array) or -LYNN_ENOMEM; `opts` may be NULL. */
 int lynn_chat_parse(const char *text, size_t len, const struct lynn_chat_parse_opts *opts,
 		    struct lynn_chat_msg *out, struct lynn_err *err);
 

@@ -52,6 +52,7 @@ struct lynn_chat_out {
 	                          a leading <think>…</think> is moved to reasoning */
 	const char *reasoning; /* reasoning_content (or "" when none) */
 	const char *finish_reason;
+	int completion_tokens; /* usage.completion_tokens, or -1 when not reported */
 	double latency_s;      /* last attempt's wall time */
 	int attempts;
 	const char *replica;   /* the base URL that answered */

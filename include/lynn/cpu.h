@@ -36,6 +36,8 @@ bool lynn_cpu_has(enum lynn_cpu_isa isa);
 enum lynn_cpu_isa lynn_cpu_best(void);
 const char *lynn_cpu_isa_name(enum lynn_cpu_isa isa);
 
+struct lynn_nvfp4_view;
+
 /* One product. x rows are ldx floats apart, y rows ldy floats apart.
  * With accumulate the product is added to y, else y is overwritten. */
 struct lynn_mm {
@@ -48,6 +50,7 @@ struct lynn_mm {
 	int64_t ldy;
 	int64_t n_tok;
 	bool accumulate;
+	const struct lynn_nvfp4_view *nv; /* NVFP4 weight (wdt/w unused): cpu_nvfp4.h */
 };
 
 /* Is `dt` a weight dtype the kernels read? */

@@ -113,6 +113,21 @@ int lynn_eval_generate(struct lynn_eval_job *jobs, size_t n_jobs, struct lynn_ca
 		       bool progress_bar, struct lynn_err *err);
 void lynn_eval_outputs_release(struct lynn_eval_output *outputs, size_t n);
 
+/* In-process generation (src/eval/inproc.c): a lynn_eval_gen_fn whose
+ * gen_ud is a struct lynn_eval_engine. Requests run one at a time, greedy;
+ * a request with `model` set runs with the engine's adapter on (the
+ * candidate), without it adapter off (the base). The answer is the decode of
+ * the generated ids with special tokens skipped, as the toolkit decodes. */
+struct lynn_engine;
+struct lynn_eval_engine {
+	struct lynn_engine *engine; /* borrowed */
+	bool think;
+	int n_nonfinite;            /* answers whose logits had NaN/Inf */
+	bool last_nonfinite;        /* the answer just handed to `done` */
+};
+int lynn_eval_engine_gen(void *ud, const struct lynn_chat_req *reqs, size_t n,
+			 lynn_client_done_fn done, void *done_ud, struct lynn_err *err);
+
 /* Python str.strip() in place (Unicode whitespace at both ends). */
 void lynn_eval_strip(char *s);
 

@@ -12,7 +12,7 @@
  * size and working memory. Errors name the template, line and column:
  *   "jinja: 'chat_template.jinja':12:7: unknown filter 'frobnicate'"
  * raise_exception(msg) fails with -LYNN_EINVAL and the message
- *   "jinja: 'NAME': raise_exception: MSG".
+ *   "jinja: 'NAME':LINE:COL: raise_exception: MSG".
  *
  * Usage:
  *   struct lynn_jinja *t = lynn_jinja_parse("chat_template.jinja", src, len, err);

@@ -18,6 +18,7 @@
 
 #include "cmd.h"
 #include "lynn/buf.h"
+#include "lynn/engine.h"
 #include "lynn/eval.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
@@ -40,7 +41,7 @@ static void usage(FILE *f)
 		"\n"
 		"model sources:\n"
 		"  --model PATH|URL     candidate: an OpenAI-compatible base URL (http://host:port/v1;\n"
-		"                       comma-separated URLs are replicas) or a model folder / .gguf\n"
+		"                       comma-separated URLs are replicas) or a model folder (in-process)\n"
 		"  --adapter DIR|NAME   LoRA adapter: a PEFT folder (in-process) or, with a URL, the\n"
 		"                       served adapter's model name\n"
 		"  --base PATH|URL      baseline (default: --model without the adapter)\n"
@@ -63,6 +64,7 @@ static void usage(FILE *f)
 		"  --backoff S          first retry delay, doubled per retry (default 1)\n"
 		"  --resume             reuse the output cache of an earlier run\n"
 		"  --think              thinking on (reasoning kept apart from the graded answer)\n"
+		"  --threads N          in-process: worker threads (default: all cores)\n"
 		"daily-mix:\n"
 		"  --suite v8,v9        compare models (repeat --model, optional --label each)\n"
 		"  --json               print the daily-mix report as JSON\n"
@@ -146,6 +148,8 @@ static int mkdir_p(const char *path, struct lynn_err *err)
 struct source {
 	struct lynn_eval_source s;
 	struct lynn_client *client;
+	struct lynn_engine *engine;
+	struct lynn_eval_engine ee;
 	char *identity;
 };
 
@@ -156,7 +160,7 @@ static int gen_client(void *ud, const struct lynn_chat_req *reqs, size_t n, lynn
 }
 
 struct gen_opts {
-	int concurrency, retries;
+	int concurrency, retries, threads;
 	double timeout_s, backoff_s;
 	bool think;
 };
@@ -203,15 +207,30 @@ static int source_open(struct source *src, const char *model, const char *adapte
 		return lynn_errf(err, -LYNN_ENOTFOUND, "eval: model '%s' not found", model);
 	if (adapter && !lynn_dir_exists(adapter))
 		return lynn_errf(err, -LYNN_ENOTFOUND, "eval: adapter folder '%s' not found", adapter);
-	return lynn_errf(err, -LYNN_EUNSUPPORTED,
-			 "eval: in-process generation from '%s' is not available in this build yet; "
-			 "serve the model (lynn serve, vLLM, SGLang, llama-server) and pass its URL",
-			 model);
+	{
+		/* in-process: the engine, with the adapter attached (switched per request) */
+		struct lynn_engine_opts eo = { go->threads, adapter };
+		double t0 = lynn_now();
+		src->engine = lynn_engine_open(model, &eo, err);
+		if (!src->engine)
+			return err ? err->code : -LYNN_EFORMAT;
+		lynn_log_info("eval: loaded '%s'%s%s in %.2f s", model, adapter ? " with adapter " : "",
+			      adapter ? adapter : "", lynn_now() - t0);
+	}
+	src->ee.engine = src->engine;
+	src->ee.think = go->think;
+	src->s.model = model;
+	src->s.adapter = adapter;
+	src->s.req_model = adapter ? "adapter" : NULL; /* set: adapter on */
+	src->s.gen = lynn_eval_engine_gen;
+	src->s.gen_ud = &src->ee;
+	return 0;
 }
 
 static void source_close(struct source *src)
 {
 	lynn_client_free(src->client);
+	lynn_engine_close(src->engine);
 	free(src->identity);
 }
 
@@ -353,9 +372,9 @@ static int run_gates(struct opts *o)
 		      cJSON_GetStringValue(cJSON_GetObjectItem(sanity, "source")));
 	if ((rc = source_open(&cand, model, o->adapter, &o->go, &err)))
 		goto out;
-	if (is_url(model) && !strcmp(base_model, model)) {
-		/* the same endpoint: the baseline is its default model, on the same
-		 * client, so both sides share one request queue */
+	if (!strcmp(base_model, model)) {
+		/* the same endpoint (its default model) or the same folder (adapter
+		 * off): one client or engine, one request queue for both sides */
 		base.s = cand.s;
 		base.s.adapter = NULL;
 		base.s.req_model = NULL;
@@ -602,7 +621,7 @@ int cmd_eval(int argc, char **argv)
 {
 	enum { O_ADAPTER = 256, O_BASE, O_PROMPTS, O_PROMPTS_DIR, O_OUTPUT, O_OUT_DIR, O_TAG, O_RUNNER,
 	       O_SANITY_JSON, O_SANITY_PASS, O_CONC, O_RESUME, O_SUITE, O_LABEL, O_THINK, O_TIMEOUT,
-	       O_RETRIES, O_BACKOFF, O_JSON };
+	       O_RETRIES, O_BACKOFF, O_JSON, O_THREADS };
 	static const struct option lo[] = {
 		{ "model", required_argument, NULL, 'm' },
 		{ "adapter", required_argument, NULL, O_ADAPTER },
@@ -624,6 +643,7 @@ int cmd_eval(int argc, char **argv)
 		{ "retries", required_argument, NULL, O_RETRIES },
 		{ "backoff", required_argument, NULL, O_BACKOFF },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "threads", required_argument, NULL, O_THREADS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -687,6 +707,11 @@ int cmd_eval(int argc, char **argv)
 			if (parse_num("--backoff", optarg, 0, 60, &v))
 				return 2;
 			o.go.backoff_s = v;
+			break;
+		case O_THREADS:
+			if (parse_num("--threads", optarg, 0, 4096, &v))
+				return 2;
+			o.go.threads = (int)v;
 			break;
 		case '?':
 		default:

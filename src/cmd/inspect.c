@@ -11,13 +11,15 @@
 #include "cmd.h"
 #include "lynn/config.h"
 #include "lynn/fs.h"
+#include "lynn/gguf.h"
 #include "lynn/json.h"
 #include "lynn/st.h"
+#include "lynn/util.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: lynn inspect PATH [--json] [--tensors]\n\n"
-		   "Describe a checkpoint (a model folder or a .safetensors file) from its\n"
+		   "Describe a checkpoint (a model folder, a .safetensors or a .gguf file) from its\n"
 		   "headers: architecture, layer types, parameters (total and active per\n"
 		   "token), dtypes, quantization format, files and sizes.\n\n"
 		   "  --json      print one JSON object instead of text\n"
@@ -380,6 +382,212 @@ static cJSON *build_json(const struct info *in, const char *path, bool tensors)
 	return o;
 }
 
+/* ===== GGUF ===== */
+
+#define N_GGML_TYPES 64
+
+/* n * k / d without overflow (exact when d divides n) */
+static int64_t share(int64_t n, int64_t k, int64_t d);
+
+static int64_t gguf_key_int(const struct lynn_gguf *g, const char *arch, const char *key)
+{
+	char k[160];
+	int64_t v = -1;
+	snprintf(k, sizeof k, "%s.%s", arch, key);
+	if (lynn_gguf_get_int(g, k, false, &v, NULL))
+		return -1;
+	return v;
+}
+
+static bool gguf_is_scale(const char *name)
+{
+	size_t n = strlen(name);
+	return (n >= 6 && !strcmp(name + n - 6, ".scale")) ||
+	       (n >= 12 && !strcmp(name + n - 12, ".input_scale"));
+}
+
+static int inspect_gguf(const char *path, bool json, bool tensors)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_gguf *g = lynn_gguf_open(path, &err);
+	char arch[64] = "", mix[256] = "gguf";
+	const char *s = NULL;
+	size_t len = 0;
+	int64_t n_params = 0, n_routed = 0, n_active, n_layers, n_exp, n_used, interval;
+	int64_t t_count[N_GGML_TYPES + 1] = { 0 }, t_params[N_GGML_TYPES + 1] = { 0 };
+	uint64_t t_bytes[N_GGML_TYPES + 1] = { 0 }, data_bytes = 0;
+	int64_t fsize;
+	bool used[N_GGML_TYPES + 1] = { false };
+
+	if (!g)
+		return cmd_fail(&err);
+	fsize = lynn_file_size(path, NULL);
+	if (lynn_gguf_get_str(g, "general.architecture", false, &s, &len, NULL) == 0 && s)
+		snprintf(arch, sizeof arch, "%.*s", (int)LYNN_MIN(len, sizeof arch - 1), s);
+	n_layers = gguf_key_int(g, arch, "block_count");
+	n_exp = gguf_key_int(g, arch, "expert_count");
+	n_used = gguf_key_int(g, arch, "expert_used_count");
+	interval = gguf_key_int(g, arch, "full_attention_interval");
+	for (size_t i = 0; i < lynn_gguf_n_tensors(g); i++) {
+		const struct lynn_gguf_tensor *t = lynn_gguf_tensor(g, i);
+		int64_t n = 1;
+		uint32_t ty = t->type < N_GGML_TYPES ? t->type : N_GGML_TYPES;
+		for (uint32_t d = 0; d < t->n_dims; d++)
+			n *= (int64_t)t->ne[d];
+		if (gguf_is_scale(t->name))
+			n = 0;
+		n_params += n;
+		if (strstr(t->name, "_exps"))
+			n_routed += n;
+		t_count[ty]++;
+		t_params[ty] += n;
+		t_bytes[ty] += t->size;
+		used[ty] = true;
+		data_bytes += t->size;
+	}
+	n_active = n_params;
+	if (n_exp > 0 && n_used > 0 && n_used <= n_exp)
+		n_active = n_params - n_routed + share(n_routed, n_used, n_exp);
+	/* the type mix, largest share of bytes first */
+	for (;;) {
+		int best = -1;
+		for (int ty = 0; ty <= N_GGML_TYPES; ty++)
+			if (used[ty] && (best < 0 || t_bytes[ty] > t_bytes[best]))
+				best = ty;
+		if (best < 0)
+			break;
+		used[best] = false;
+		{
+			size_t l = strlen(mix);
+			const char *nm = best < N_GGML_TYPES ? lynn_gguf_type_name((uint32_t)best) : NULL;
+			snprintf(mix + l, sizeof mix - l, "%s%s", l > 4 ? " + " : " ", nm ? nm : "other");
+		}
+	}
+	for (int ty = 0; ty <= N_GGML_TYPES; ty++)
+		used[ty] = t_count[ty] > 0;
+	if (json) {
+		cJSON *o = cJSON_CreateObject(), *x, *a;
+		char *out;
+		cJSON_AddStringToObject(o, "format", "gguf");
+		cJSON_AddStringToObject(o, "path", path);
+		if (arch[0])
+			cJSON_AddStringToObject(o, "architecture", arch);
+		else
+			cJSON_AddNullToObject(o, "architecture");
+		cJSON_AddNumberToObject(o, "gguf_version", lynn_gguf_version(g));
+		cJSON_AddNumberToObject(o, "n_tensors", (double)lynn_gguf_n_tensors(g));
+		cJSON_AddNumberToObject(o, "n_params", (double)n_params);
+		cJSON_AddNumberToObject(o, "n_params_active", (double)n_active);
+		cJSON_AddNumberToObject(o, "n_params_routed_experts", (double)n_routed);
+		cJSON_AddStringToObject(o, "quantization", mix);
+		if (n_layers > 0)
+			cJSON_AddNumberToObject(o, "n_layers", (double)n_layers);
+		if (n_layers > 0 && n_layers <= 4096 && interval > 0) {
+			a = cJSON_AddArrayToObject(o, "layer_types");
+			for (int64_t i = 0; a && i < n_layers; i++)
+				cJSON_AddItemToArray(a, cJSON_CreateString((i + 1) % interval
+										   ? "linear_attention"
+										   : "full_attention"));
+		}
+		if (n_exp > 0)
+			cJSON_AddNumberToObject(o, "n_experts", (double)n_exp);
+		if (n_used > 0)
+			cJSON_AddNumberToObject(o, "n_experts_per_tok", (double)n_used);
+		x = cJSON_AddObjectToObject(o, "dtypes");
+		for (int ty = 0; x && ty <= N_GGML_TYPES; ty++)
+			if (used[ty]) {
+				const char *nm = ty < N_GGML_TYPES ? lynn_gguf_type_name((uint32_t)ty) : NULL;
+				cJSON *e = cJSON_AddObjectToObject(x, nm ? nm : "other");
+				cJSON_AddNumberToObject(e, "tensors", (double)t_count[ty]);
+				cJSON_AddNumberToObject(e, "params", (double)t_params[ty]);
+				cJSON_AddNumberToObject(e, "bytes", (double)t_bytes[ty]);
+			}
+		cJSON_AddNumberToObject(o, "total_bytes", (double)fsize);
+		a = cJSON_AddArrayToObject(o, "files");
+		{
+			cJSON *e = cJSON_CreateObject();
+			cJSON_AddStringToObject(e, "name", base_name(path));
+			cJSON_AddNumberToObject(e, "bytes", (double)fsize);
+			cJSON_AddNumberToObject(e, "n_tensors", (double)lynn_gguf_n_tensors(g));
+			cJSON_AddItemToArray(a, e);
+		}
+		if (tensors) {
+			a = cJSON_AddArrayToObject(o, "tensors");
+			for (size_t i = 0; a && i < lynn_gguf_n_tensors(g); i++) {
+				const struct lynn_gguf_tensor *t = lynn_gguf_tensor(g, i);
+				const char *nm = lynn_gguf_type_name(t->type);
+				cJSON *e = cJSON_CreateObject(), *sh;
+				cJSON_AddStringToObject(e, "name", t->name);
+				cJSON_AddStringToObject(e, "dtype", nm ? nm : "other");
+				sh = cJSON_AddArrayToObject(e, "shape"); /* PyTorch order: ne reversed */
+				for (uint32_t d = t->n_dims; sh && d > 0; d--)
+					cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->ne[d - 1]));
+				cJSON_AddStringToObject(e, "file", base_name(path));
+				cJSON_AddItemToArray(a, e);
+			}
+		}
+		out = lynn_json_print_pretty(o);
+		cJSON_Delete(o);
+		if (out)
+			fputs(out, stdout);
+		free(out);
+	} else {
+		char a[32], b[32];
+		printf("path:          %s\n", path);
+		printf("format:        gguf v%u, 1 file\n", lynn_gguf_version(g));
+		printf("architecture:  %s\n", arch[0] ? arch : "unknown (no general.architecture)");
+		if (n_layers > 0) {
+			printf("layers:        %lld", (long long)n_layers);
+			if (interval > 0)
+				printf(" (full attention every %lld)", (long long)interval);
+			printf("\n");
+		}
+		if (n_exp > 0)
+			printf("experts:       %lld routed (%lld per token)\n", (long long)n_exp,
+			       (long long)n_used);
+		human_count(n_params, a, sizeof a);
+		human_count(n_active, b, sizeof b);
+		printf("parameters:    %s total (%lld), %s active per token (%lld)\n", a,
+		       (long long)n_params, b, (long long)n_active);
+		printf("quantization:  %s\n", mix);
+		printf("dtypes:       ");
+		for (int ty = 0; ty <= N_GGML_TYPES; ty++)
+			if (used[ty]) {
+				const char *nm = ty < N_GGML_TYPES ? lynn_gguf_type_name((uint32_t)ty) : NULL;
+				human_bytes(t_bytes[ty], a, sizeof a);
+				printf(" %s %lld tensors %s;", nm ? nm : "other", (long long)t_count[ty], a);
+			}
+		printf("\n");
+		printf("tensors:       %zu\n", lynn_gguf_n_tensors(g));
+		human_bytes((uint64_t)(fsize > 0 ? fsize : 0), a, sizeof a);
+		printf("files:         %s in 1 file (tensor data %llu bytes)\n", a,
+		       (unsigned long long)data_bytes);
+		if (tensors) {
+			printf("\n%-64s %-8s %-24s %s\n", "name", "dtype", "shape", "file");
+			for (size_t i = 0; i < lynn_gguf_n_tensors(g); i++) {
+				const struct lynn_gguf_tensor *t = lynn_gguf_tensor(g, i);
+				const char *nm = lynn_gguf_type_name(t->type);
+				char sh[160];
+				size_t o = (size_t)snprintf(sh, sizeof sh, "[");
+				for (uint32_t d = t->n_dims; d > 0 && o < sizeof sh; d--)
+					o += (size_t)snprintf(sh + o, sizeof sh - o, "%s%llu",
+							      d < t->n_dims ? ", " : "",
+							      (unsigned long long)t->ne[d - 1]);
+				if (o < sizeof sh)
+					snprintf(sh + o, sizeof sh - o, "]");
+				printf("%-64s %-8s %-24s %s\n", t->name, nm ? nm : "other", sh,
+				       base_name(path));
+			}
+		}
+	}
+	lynn_gguf_close(g);
+	if (fflush(stdout)) {
+		lynn_errf(&err, -LYNN_EIO, "inspect: writing to stdout failed");
+		return cmd_fail(&err);
+	}
+	return 0;
+}
+
 /* ===== the command ===== */
 
 static bool ends_with(const char *s, const char *suf)
@@ -424,11 +632,8 @@ int cmd_inspect(int argc, char **argv)
 	if (optind != argc - 1)
 		return cmd_usage_error("inspect", "expected one PATH (a model folder or a .safetensors file)");
 	path = argv[optind];
-	if (ends_with(path, ".gguf") && !lynn_dir_exists(path)) {
-		lynn_errf(&err, -LYNN_EUNSUPPORTED,
-			  "inspect: '%s': GGUF files are not supported by this build of inspect", path);
-		return cmd_fail(&err);
-	}
+	if (ends_with(path, ".gguf") && !lynn_dir_exists(path))
+		return inspect_gguf(path, json, tensors);
 	in.ck = lynn_ckpt_open(path, &err);
 	if (!in.ck)
 		return cmd_fail(&err);

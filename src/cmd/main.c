@@ -21,14 +21,6 @@ static const struct lynn_cmd cmds[] = {
 	{ "help", cmd_help, "show usage of lynn or of one command" },
 	{ "version", cmd_version, "print version and build flags" },
 	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
-	{ "pack", cmd_pack, "ship gate: complete a quantized folder and check files, tokenizer, weights" },
-	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
-	{ "logits", cmd_logits, "write a model's logits for token ids (parity tool)" },
-	{ "generate", cmd_generate, "generate text or token ids from a model" },
-	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
-	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
-	{ "inspect", cmd_inspect, "describe a checkpoint: architecture, parameters, dtypes, files" },
-	{ "template", cmd_template, "render a chat prompt with the model's chat template" },
 	{ "tokenize", cmd_tokenize, "encode text to token ids or decode ids to text" },
 	{ "template", cmd_template, "render a chat prompt with the model's chat template" },
 	{ "generate", cmd_generate, "generate text or token ids from a model" },
@@ -36,7 +28,10 @@ static const struct lynn_cmd cmds[] = {
 	{ "score", cmd_score, "chrF, ROUGE-L, similarity and grader scores of text pairs" },
 	{ "sanity", cmd_sanity, "check a LoRA adapter really changes the model" },
 	{ "merge", cmd_merge, "merge a LoRA adapter into its base, streamed" },
+	{ "quantize", cmd_quantize, "round-to-nearest NVFP4 (compressed-tensors or ModelOpt)" },
+	{ "pack", cmd_pack, "ship gate: complete a quantized folder and check files, tokenizer, weights" },
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
+	{ "quant-verify", cmd_quant_verify, "is each quantized variant still the reference model? (PASS/FAIL)" },
 	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
 };
 
@@ -118,7 +113,7 @@ int cmd_help(int argc, char **argv)
 	const struct lynn_cmd *c;
 	char *sub[3];
 
-	if (argc < 2) {
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		print_overview(stdout);
 		return 0;
 	}
@@ -140,8 +135,8 @@ int cmd_help(int argc, char **argv)
 
 int cmd_version(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
+	if (argc > 1 && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))
+		return cmd_usage_error("version", "unexpected argument '%s'", argv[1]);
 	printf("lynn %s (git %s)\n", LYNN_VERSION, lynn_git_hash());
 	printf("build: cuda=%s simd=%s compiler=%s\n", lynn_build_cuda(), lynn_build_simd(),
 	       __VERSION__);

@@ -27,6 +27,7 @@ int lynn_buf_reserve(struct lynn_buf *b, size_t extra)
 		return -LYNN_ENOMEM;
 	b->data = p;
 	b->cap = cap;
+	b->data[b->len] = '\0'; /* NUL-terminated from the first allocation */
 	return 0;
 }
 

@@ -12,6 +12,7 @@
  *    however many tokens there are.
  */
 #include "lynn/cpu.h"
+#include "lynn/cpu_nvfp4.h"
 #include "lynn/util.h"
 
 #include <stdlib.h>
@@ -118,6 +119,7 @@ static void block_portable(const struct lynn_mm *m, int64_t r0, int64_t r1)
 
 /* ===== AVX2 / FMA / F16C ===== */
 #if HAVE_X86
+#include <cpuid.h>
 #define AVX2_FN __attribute__((target("avx2,fma,f16c")))
 
 AVX2_FN static inline __m256 ld_bf16(const uint16_t *p)
@@ -467,9 +469,12 @@ bool lynn_cpu_has(enum lynn_cpu_isa isa)
 	if (isa != LYNN_CPU_AVX2)
 		return true;
 #if HAVE_X86
+	unsigned a, b, c, d;
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	       __builtin_cpu_supports("f16c");
+	/* F16C is CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports lacks "f16c") */
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29)))
+		return false;
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
 	return false;
 #endif
@@ -506,6 +511,11 @@ static void run_task(void *ud, int64_t i, int tid)
 	const struct task *tk = &rn->tasks[i];
 	const struct lynn_mm *m = &rn->mm[tk->job];
 	(void)tid;
+	if (m->nv) {
+		lynn_cpu_nvfp4_rows(m->nv, m->x, m->ldx, m->n_tok, tk->r0, tk->r1, m->y, m->ldy,
+				    m->accumulate);
+		return;
+	}
 #if HAVE_X86
 	if (rn->isa == LYNN_CPU_AVX2) {
 		if (m->n_tok <= DECODE_MAX_TOK)
@@ -522,7 +532,7 @@ static void run_task(void *ud, int64_t i, int tid)
  * smaller when a call has too few blocks to feed the pool. */
 static int64_t block_rows(const struct lynn_mm *m, int64_t total_bytes, int n_threads)
 {
-	int64_t row_bytes = m->n_in * (int64_t)esize(m->wdt);
+	int64_t row_bytes = m->nv ? m->n_in * 9 / 16 : m->n_in * (int64_t)esize(m->wdt);
 	int64_t target = 64 * 1024;
 	if (n_threads > 1 && total_bytes / target < 4 * n_threads)
 		target = LYNN_MAX(total_bytes / (4 * n_threads), 4096);
@@ -540,7 +550,8 @@ void lynn_cpu_matmul_many(struct lynn_pool *pool, const struct lynn_mm *mm, int 
 	int64_t total = 0, n_tasks = 0;
 	for (int j = 0; j < n; j++)
 		if (mm[j].n_tok > 0)
-			total += mm[j].n_out * mm[j].n_in * (int64_t)esize(mm[j].wdt);
+			total += mm[j].n_out * (mm[j].nv ? mm[j].n_in * 9 / 16
+							 : mm[j].n_in * (int64_t)esize(mm[j].wdt));
 	int64_t rows[n > 0 ? n : 1];
 	for (int j = 0; j < n; j++) {
 		rows[j] = block_rows(&mm[j], total, nt);

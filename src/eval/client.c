@@ -240,7 +240,7 @@ char *lynn_client_request_body(const struct lynn_client *c, const struct lynn_ch
 
 /* Parse a 200 body into text / reasoning (heap strings in *text, *reasoning). */
 static int parse_response(const char *body, size_t len, char **text, char **reasoning,
-			  char **finish, struct lynn_err *err)
+			  char **finish, int *n_tok, struct lynn_err *err)
 {
 	struct lynn_buf t = LYNN_BUF_INIT, r = LYNN_BUF_INIT;
 	cJSON *j = cJSON_ParseWithLength(body, len), *ch, *msg, *x;
@@ -256,6 +256,8 @@ static int parse_response(const char *body, size_t len, char **text, char **reas
 		rc = lynn_errf(err, -LYNN_EFORMAT, "client: response has no choices[0].message");
 		goto out;
 	}
+	x = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "usage"), "completion_tokens");
+	*n_tok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < 1e9 ? (int)x->valuedouble : -1;
 	x = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
 	*finish = strdup(cJSON_IsString(x) ? x->valuestring : "");
 	x = cJSON_GetObjectItemCaseSensitive(msg, "reasoning_content");
@@ -302,8 +304,9 @@ static int parse_response(const char *body, size_t len, char **text, char **reas
 			}
 		}
 	}
-	*text = lynn_buf_detach(&t);
-	*reasoning = lynn_buf_detach(&r);
+	/* (an empty lynn_buf detaches without a NUL: copy "" instead) */
+	*text = t.len ? lynn_buf_detach(&t) : strdup("");
+	*reasoning = r.len ? lynn_buf_detach(&r) : strdup("");
 	if (!*text || !*reasoning || !*finish)
 		rc = lynn_errf(err, -LYNN_ENOMEM, "client: out of memory");
 out:
@@ -445,11 +448,12 @@ static int job_finish(struct lynn_client *c, struct job *j, CURLcode cc, size_t 
 		curl_easy_getinfo(j->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (cc == CURLE_OK && status == 200) {
 		char *text = NULL, *reasoning = NULL, *finish = NULL;
+		int n_tok = -1;
 		struct lynn_chat_out out;
 		r->conn_fails = 0;
 		r->down_until = 0;
 		rc = parse_response(j->resp.data ? j->resp.data : "", j->resp.len, &text, &reasoning,
-				    &finish, err);
+				    &finish, &n_tok, err);
 		if (rc == -LYNN_EFORMAT) {
 			/* a garbled 200 is treated like a server error: retry */
 			snprintf(why, sizeof(why), "%s", err ? err->msg : "bad response");
@@ -464,6 +468,7 @@ static int job_finish(struct lynn_client *c, struct job *j, CURLcode cc, size_t 
 			out.reasoning = reasoning;
 			out.finish_reason = finish;
 			out.latency_s = now - j->t0;
+			out.completion_tokens = n_tok;
 			out.attempts = j->attempts;
 			out.replica = r->url;
 			rc = done ? done(ud, j->idx, &out, err) : 0;

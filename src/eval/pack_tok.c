@@ -25,8 +25,7 @@
 /* Probe texts, already in NFC so decode must give them back byte for byte. */
 static const char *const probes[] = {
 	"Hello, world! The quick brown fox jumps over the lazy dog.",
-	"\xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c\xe3\x80\x82"
-	"\xe4\xbb\x8a\xe5\xa4\xa9\xe5\xa4\xa9\xe6\xb0\x94\xe5\xbe\x88\xe5\xa5\xbd\xe3\x80\x82",
+	"你好，世界。今天天气很好。",
 	"\xf0\x9f\x99\x82\xf0\x9f\x9a\x80 \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd ok",
 	"def f(x):\n    return x * 2  # doubled\n\nprint(f(21))\n",
 	"a  b\t\tc\n\n\n   d    \r\n  e      ",

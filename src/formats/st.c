@@ -230,9 +230,18 @@ static int parse_entry(struct lynn_st_file *f, const cJSON *e, struct lynn_tenso
 	if (!dt || !sh || !off)
 		return lynn_errf(err, -LYNN_EFORMAT, "st: '%s': tensor '%s': missing field '%s'", p,
 				 nm, !dt ? "dtype" : !sh ? "shape" : "data_offsets");
-	if (!cJSON_IsString(dt) || !lynn_dtype_parse(dt->valuestring, &t->dtype))
+	if (!cJSON_IsString(dt) || !lynn_dtype_parse(dt->valuestring, &t->dtype)) {
+		/* dtypes the reference knows (tensor.rs Dtype) that lynn does not read */
+		static const char *const other[] = { "F4", "F6_E2M3", "F6_E3M2", "F8_E8M0",
+						     "F8_E4M3FNUZ", "F8_E5M2FNUZ", "C64" };
+		for (size_t i = 0; cJSON_IsString(dt) && i < sizeof other / sizeof other[0]; i++)
+			if (!strcmp(dt->valuestring, other[i]))
+				return lynn_errf(err, -LYNN_EUNSUPPORTED,
+						 "st: '%s': tensor '%s': dtype '%s' is not supported by lynn",
+						 p, nm, other[i]);
 		return lynn_errf(err, -LYNN_EFORMAT, "st: '%s': tensor '%s': unknown dtype '%.40s'",
 				 p, nm, cJSON_IsString(dt) ? dt->valuestring : "(not a string)");
+	}
 	if (!cJSON_IsArray(sh))
 		return lynn_errf(err, -LYNN_EFORMAT, "st: '%s': tensor '%s': shape is not an array",
 				 p, nm);

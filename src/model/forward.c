@@ -121,7 +121,8 @@ static struct lynn_mm mmj(const struct lin *l, const float *x, int64_t ldx, floa
 			  int64_t n_tok)
 {
 	return (struct lynn_mm){ .wdt = l->dt, .w = l->w, .n_out = l->n_out, .n_in = l->n_in,
-				 .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n_tok = n_tok };
+				 .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n_tok = n_tok,
+				 .nv = l->is_nv ? &l->nv : NULL };
 }
 
 /* Run the products; then for each linear with an enabled adapter add

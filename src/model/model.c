@@ -50,13 +50,68 @@ static int check_shape(struct binder *b, const struct lynn_tensor *t, int nd, co
 	return 0;
 }
 
+/* An NVFP4 linear "<module>.weight" stored as compressed-tensors
+ * (weight_packed) or ModelOpt (U8 weight) companions: *found false when
+ * neither is there. */
+static int bind_nvfp4(struct binder *b, struct lin *l, const char *name, int64_t n_out,
+		      int64_t n_in, bool *found)
+{
+	struct lynn_nvfp4_linear L = { 0 };
+	enum lynn_nvfp4_format f = LYNN_NVFP4_CT;
+	const struct lynn_nvfp4_suffixes *sx;
+	size_t bl = strlen(name) - strlen(".weight");
+	char nm[300];
+	int rc;
+
+	*found = false;
+	if (bl >= sizeof L.base || !strstr(name, ".weight"))
+		return 0;
+	memcpy(L.base, name, bl);
+	snprintf(nm, sizeof nm, "%s.weight_packed", L.base);
+	L.weight = lynn_ckpt_find_decoder(b->m->ckpt, nm);
+	if (!L.weight) {
+		L.weight = lynn_ckpt_find_decoder(b->m->ckpt, name);
+		if (!L.weight || L.weight->dtype != LYNN_DTYPE_U8)
+			return 0;
+		f = LYNN_NVFP4_MODELOPT;
+	}
+	*found = true;
+	sx = lynn_nvfp4_suffixes(f);
+	snprintf(nm, sizeof nm, "%s.%s", L.base, sx->scale);
+	L.scale = lynn_ckpt_find_decoder(b->m->ckpt, nm);
+	snprintf(nm, sizeof nm, "%s.%s", L.base, sx->global);
+	L.global = lynn_ckpt_find_decoder(b->m->ckpt, nm);
+	L.n = L.weight->n_dims == 2 ? L.weight->shape[0] : 0;
+	L.k = L.weight->n_dims == 2 ? 2 * L.weight->shape[1] : 0;
+	if (L.n != n_out || L.k != n_in)
+		return lynn_errf(b->err, -LYNN_EFORMAT,
+				 "model: nvfp4 '%s': [%lld, %lld] unpacked, expected [%lld, %lld]",
+				 L.base, (long long)L.n, (long long)L.k, (long long)n_out,
+				 (long long)n_in);
+	if ((rc = lynn_nvfp4_view_init(&l->nv, f, &L, 0, b->err)))
+		return rc;
+	l->is_nv = true;
+	l->dt = LYNN_DTYPE_U8;
+	l->w = L.weight->data;
+	l->n_out = n_out;
+	l->n_in = n_in;
+	l->name = strdup(name);
+	if (!l->name)
+		return lynn_errf(b->err, -LYNN_ENOMEM, "model: out of memory");
+	return 0;
+}
+
 static int bind_lin(struct binder *b, struct lin *l, const char *name, int64_t n_out, int64_t n_in)
 {
+	bool nv;
+	int rc = bind_nvfp4(b, l, name, n_out, n_in, &nv);
+	if (rc || nv)
+		return rc;
 	const struct lynn_tensor *t = find(b, name);
 	if (!t)
 		return b->err ? b->err->code : -LYNN_ENOTFOUND;
 	int64_t shape[2] = { n_out, n_in };
-	int rc = check_shape(b, t, 2, shape);
+	rc = check_shape(b, t, 2, shape);
 	if (rc)
 		return rc;
 	l->dt = t->dtype;
@@ -118,12 +173,12 @@ static int bind_experts(struct binder *b, struct layer *L, int li)
 		size_t gs = lynn_dtype_size(gu->dtype), ds = lynn_dtype_size(dn->dtype);
 		for (int e = 0; e < m->E; e++) {
 			const char *base = (const char *)gu->data + (size_t)e * 2 * m->I * m->H * gs;
-			L->eg[e] = (struct lin){ gu->dtype, base, m->I, m->H, NULL, false, { 0 } };
+			L->eg[e] = (struct lin){ gu->dtype, base, m->I, m->H, NULL, false, { 0 }, false, { 0 } };
 			L->eu[e] = (struct lin){ gu->dtype, base + (size_t)m->I * m->H * gs, m->I, m->H,
-						 NULL, false, { 0 } };
+						 NULL, false, { 0 }, false, { 0 } };
 			L->ed[e] = (struct lin){ dn->dtype,
 						 (const char *)dn->data + (size_t)e * m->H * m->I * ds,
-						 m->H, m->I, NULL, false, { 0 } };
+						 m->H, m->I, NULL, false, { 0 }, false, { 0 } };
 			L->eg[e].name = strdup(NAME("layers.%d.mlp.experts.%d.gate_proj.weight", li, e));
 			L->eu[e].name = strdup(NAME("layers.%d.mlp.experts.%d.up_proj.weight", li, e));
 			L->ed[e].name = strdup(NAME("layers.%d.mlp.experts.%d.down_proj.weight", li, e));
@@ -262,7 +317,7 @@ struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opt
 			goto fail;
 	} else {
 		m->lm_head = (struct lin){ emb->dtype, emb->data, m->V, m->H, strdup("lm_head.weight"),
-					   false, { 0 } };
+					   false, { 0 }, false, { 0 } };
 	}
 	m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
 	if (!m->layers) {
@@ -334,6 +389,8 @@ int lynn_model_n_threads(const struct lynn_model *m) { return m->n_threads; }
 
 static uint64_t lin_bytes(const struct lin *l)
 {
+	if (l->is_nv)
+		return (uint64_t)l->n_out * (uint64_t)l->n_in * 9 / 16;
 	return (uint64_t)l->n_out * (uint64_t)l->n_in * lynn_dtype_size(l->dt);
 }
 

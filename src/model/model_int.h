@@ -5,6 +5,7 @@
 
 #include "lynn/config.h"
 #include "lynn/cpu.h"
+#include "lynn/cpu_nvfp4.h"
 #include "lynn/model.h"
 #include "lynn/pool.h"
 #include "lynn/st.h"
@@ -17,6 +18,8 @@ struct lin {
 	char *name;                  /* text-model name, for LoRA lookup (heap) */
 	bool has_lora;
 	struct lynn_lora_ref lora;
+	bool is_nv;                  /* NVFP4 (src/formats/nvfp4.c): nv, not dt/w */
+	struct lynn_nvfp4_view nv;
 };
 
 struct layer {

@@ -19,6 +19,8 @@
 #include "lynn/score.h"
 #include "score/score_internal.h"
 
+static inline bool is_digit_ascii(char c) { return c >= '0' && c <= '9'; }
+
 /* ===== PCRE2 helpers ===== */
 
 static pcre2_code *re_compile(const char *pat, size_t len, uint32_t extra, struct lynn_err *err,
@@ -40,11 +42,15 @@ static pcre2_code *re_compile(const char *pat, size_t len, uint32_t extra, struc
 
 /* ===== tool calls ===== */
 
-static const char TOOL_CALL_BLOCK[] = "<tool_call>\\s*(\\{.*?\\})\\s*</tool_call>";
+/* Python's \s (str.isspace), which PCRE2's \s does not quite match */
+#define PYS "[\\t-\\r\\x{1c}-\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
+
+static const char TOOL_CALL_BLOCK[] = "<tool_call>" PYS "*(\\{.*?\\})" PYS "*</tool_call>";
 static const char TOOL_CALL_JSON_INLINE[] =
-	"\\{\\s*\"name\"\\s*:\\s*\"[^\"]+\"\\s*,\\s*\"arguments\"\\s*:\\s*\\{[^{}]*\\}\\s*\\}";
+	"\\{" PYS "*\"name\"" PYS "*:" PYS "*\"[^\"]+\"" PYS "*," PYS "*\"arguments\"" PYS "*:" PYS
+	"*\\{[^{}]*\\}" PYS "*\\}";
 static const char TOOL_CALL_XML[] =
-	"<tool_call>\\s*<function=([^>\\n]*)>(.*?)</function>\\s*</tool_call>";
+	"<tool_call>" PYS "*<function=([^>\\n]*)>(.*?)</function>" PYS "*</tool_call>";
 static const char XML_PARAM[] = "<parameter=([^>\\n]*)>(.*?)</parameter>";
 
 /* The last member named `key` (Python dicts keep the last duplicate). */
@@ -71,20 +77,292 @@ static bool truthy(const cJSON *v)
 	return true;
 }
 
-/* json.loads of exactly s[0..len): NULL unless it is one JSON value. */
-static cJSON *parse_exact(const char *s, size_t len)
+/* ===== Python json.loads acceptance =====
+ *
+ * The original parses each candidate with json.loads; cJSON accepts and
+ * refuses different texts (raw control characters in strings, leading zeros,
+ * NaN, lone surrogate escapes), so acceptance is decided here by CPython's
+ * grammar (Modules/_json.c scanner, strict=True), and cJSON only builds the
+ * object. The last top-level "name" member is tracked (Python dicts keep the
+ * last duplicate). */
+
+struct pyj {
+	const char *s;
+	size_t n, i;
+	int depth;
+	/* the root object's last "name" member */
+	bool has_name, name_truthy, name_is_str;
+	struct lynn_buf name; /* decoded UTF-8 when name_is_str */
+};
+
+static void pj_ws(struct pyj *p)
 {
-	const char *end = NULL;
-	cJSON *j = cJSON_ParseWithLengthOpts(s, len, &end, false);
-	if (!j)
-		return NULL;
-	while (end && end < s + len && strchr(" \t\n\r", *end) && *end)
-		end++;
-	if (!end || end != s + len) {
-		cJSON_Delete(j);
-		return NULL;
+	while (p->i < p->n && strchr(" \t\n\r", p->s[p->i]) && p->s[p->i])
+		p->i++;
+}
+
+static int hexv(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+		return (c | 0x20) - 'a' + 10;
+	return -1;
+}
+
+/* A string at p->i ('"'); decoded into out when non-NULL. */
+static bool pj_string(struct pyj *p, struct lynn_buf *out, bool *nonempty)
+{
+	size_t start;
+	p->i++;
+	start = p->i;
+	while (p->i < p->n) {
+		unsigned char c = (unsigned char)p->s[p->i];
+		if (c == '"') {
+			if (nonempty)
+				*nonempty = p->i > start;
+			p->i++;
+			return true;
+		}
+		if (c < 0x20)
+			return false; /* strict: no raw control characters */
+		if (c == '\\') {
+			char e;
+			if (++p->i >= p->n)
+				return false;
+			e = p->s[p->i];
+			if (e == 'u') {
+				uint32_t cp = 0;
+				if (p->i + 4 >= p->n)
+					return false;
+				for (int k = 1; k <= 4; k++) {
+					int h = hexv(p->s[p->i + (size_t)k]);
+					if (h < 0)
+						return false;
+					cp = cp << 4 | (uint32_t)h;
+				}
+				p->i += 5;
+				if (cp >= 0xD800 && cp <= 0xDBFF && p->i + 5 < p->n && p->s[p->i] == '\\' &&
+				    p->s[p->i + 1] == 'u') {
+					uint32_t lo = 0;
+					bool ok = true;
+					for (int k = 2; k <= 5; k++) {
+						int h = hexv(p->s[p->i + (size_t)k]);
+						if (h < 0)
+							ok = false;
+						lo = lo << 4 | (uint32_t)(h < 0 ? 0 : h);
+					}
+					if (ok && lo >= 0xDC00 && lo <= 0xDFFF) {
+						cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+						p->i += 6;
+					}
+				}
+				if (out) {
+					char u[4];
+					/* a lone surrogate has no UTF-8 form: U+FFFD stands in */
+					if (cp >= 0xD800 && cp <= 0xDFFF)
+						cp = 0xFFFD;
+					if (lynn_buf_append(out, u, (size_t)utf8_put(cp, u)))
+						return false;
+				}
+				continue;
+			}
+			if (!strchr("\"\\/bfnrt", e) || !e)
+				return false;
+			if (out) {
+				static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+				if (lynn_buf_putc(out, to[strchr(from, e) - from]))
+					return false;
+			}
+			p->i++;
+			continue;
+		}
+		if (out && lynn_buf_putc(out, (char)c))
+			return false;
+		p->i++;
 	}
-	return j;
+	return false;
+}
+
+static bool lit(struct pyj *p, const char *w)
+{
+	size_t l = strlen(w);
+	if (p->i + l > p->n || memcmp(p->s + p->i, w, l))
+		return false;
+	p->i += l;
+	return true;
+}
+
+enum pj_kind { PJ_FALSY, PJ_TRUTHY, PJ_STRING };
+
+static bool pj_value(struct pyj *p, enum pj_kind *kind, struct lynn_buf *str);
+
+static bool pj_number(struct pyj *p, enum pj_kind *kind)
+{
+	size_t st = p->i;
+	bool nonzero = false;
+	if (p->s[p->i] == '-') {
+		p->i++;
+		if (lit(p, "Infinity")) {
+			*kind = PJ_TRUTHY;
+			return true;
+		}
+	}
+	if (p->i >= p->n || !is_digit_ascii(p->s[p->i]))
+		return false;
+	if (p->s[p->i] == '0') {
+		p->i++;
+	} else {
+		while (p->i < p->n && is_digit_ascii(p->s[p->i]))
+			nonzero |= p->s[p->i++] != '0';
+	}
+	if (p->i + 1 < p->n && p->s[p->i] == '.' && is_digit_ascii(p->s[p->i + 1])) {
+		p->i++;
+		while (p->i < p->n && is_digit_ascii(p->s[p->i]))
+			nonzero |= p->s[p->i++] != '0';
+	}
+	if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
+		size_t save = p->i++;
+		if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-'))
+			p->i++;
+		if (p->i < p->n && is_digit_ascii(p->s[p->i])) {
+			while (p->i < p->n && is_digit_ascii(p->s[p->i]))
+				p->i++;
+		} else {
+			p->i = save; /* "1e" is the number 1 followed by garbage */
+		}
+	}
+	(void)st;
+	*kind = nonzero ? PJ_TRUTHY : PJ_FALSY; /* 1e-999 is 0.0 in Python: rare */
+	return true;
+}
+
+static bool pj_value(struct pyj *p, enum pj_kind *kind, struct lynn_buf *str)
+{
+	char c;
+	if (p->i >= p->n)
+		return false;
+	c = p->s[p->i];
+	if (c == '"') {
+		bool ne = false;
+		if (!pj_string(p, str, &ne))
+			return false;
+		*kind = str ? PJ_STRING : (ne ? PJ_TRUTHY : PJ_FALSY);
+		if (str && !ne)
+			*kind = PJ_FALSY;
+		return true;
+	}
+	if (c == '{' || c == '[') {
+		bool root = p->depth == 0, first = true, any = false;
+		char close = c == '{' ? '}' : ']';
+		if (++p->depth > 200)
+			return false;
+		p->i++;
+		pj_ws(p);
+		if (p->i < p->n && p->s[p->i] == close) {
+			p->i++;
+			p->depth--;
+			*kind = PJ_FALSY;
+			return true;
+		}
+		for (;;) {
+			enum pj_kind vk;
+			bool is_name = false;
+			if (!first) {
+				pj_ws(p);
+				if (p->i < p->n && p->s[p->i] == close)
+					break;
+				if (p->i >= p->n || p->s[p->i] != ',')
+					return false;
+				p->i++;
+				pj_ws(p);
+			}
+			first = false;
+			if (c == '{') {
+				struct lynn_buf key = LYNN_BUF_INIT;
+				bool ok;
+				if (p->i >= p->n || p->s[p->i] != '"')
+					return false;
+				ok = pj_string(p, root ? &key : NULL, NULL);
+				is_name = ok && root && key.data && !strcmp(key.data, "name") &&
+					  key.len == 4;
+				lynn_buf_release(&key);
+				if (!ok)
+					return false;
+				pj_ws(p);
+				if (p->i >= p->n || p->s[p->i] != ':')
+					return false;
+				p->i++;
+				pj_ws(p);
+			}
+			if (is_name) {
+				lynn_buf_reset(&p->name);
+				lynn_buf_puts(&p->name, "");
+				if (!pj_value(p, &vk, &p->name))
+					return false;
+				p->has_name = true;
+				p->name_is_str = vk == PJ_STRING;
+				p->name_truthy = vk != PJ_FALSY;
+			} else if (!pj_value(p, &vk, NULL)) {
+				return false;
+			}
+			any = true;
+		}
+		p->i++;
+		p->depth--;
+		*kind = any ? PJ_TRUTHY : PJ_FALSY;
+		return true;
+	}
+	if (lit(p, "true") || lit(p, "NaN") || lit(p, "Infinity")) {
+		*kind = PJ_TRUTHY;
+		return true;
+	}
+	if (lit(p, "false") || lit(p, "null")) {
+		*kind = PJ_FALSY;
+		return true;
+	}
+	if (c == '-' || is_digit_ascii(c))
+		return pj_number(p, kind);
+	return false;
+}
+
+/* json.loads(s[0..len)) as a tool call: NULL unless Python would return a
+ * dict with a truthy "name". The object comes from cJSON when cJSON can read
+ * it, else it is {"name": <the name>, "arguments": {}}. */
+static cJSON *parse_call(const char *s, size_t len)
+{
+	struct pyj p = { s, len, 0, 0, false, false, false, LYNN_BUF_INIT };
+	enum pj_kind k;
+	cJSON *obj = NULL;
+	const char *end = NULL;
+
+	pj_ws(&p);
+	if (p.i >= p.n || s[p.i] != '{' || !pj_value(&p, &k, NULL))
+		goto out;
+	pj_ws(&p);
+	if (p.i != p.n || !p.has_name || !p.name_truthy)
+		goto out;
+	obj = cJSON_ParseWithLengthOpts(s, len, &end, false);
+	if (!obj || !cJSON_IsObject(obj)) {
+		cJSON_Delete(obj);
+		obj = cJSON_CreateObject();
+		if (!obj)
+			goto out;
+		if (p.name_is_str)
+			cJSON_AddStringToObject(obj, "name", p.name.data ? p.name.data : "");
+		else
+			cJSON_AddTrueToObject(obj, "name");
+		cJSON_AddItemToObject(obj, "arguments", cJSON_CreateObject());
+	} else if (p.name_is_str) {
+		/* the decoded last "name" decides, whatever cJSON made of it */
+		cJSON_DeleteItemFromObjectCaseSensitive(obj, "name");
+		while (cJSON_GetObjectItemCaseSensitive(obj, "name"))
+			cJSON_DeleteItemFromObjectCaseSensitive(obj, "name");
+		cJSON_AddStringToObject(obj, "name", p.name.data ? p.name.data : "");
+	}
+out:
+	lynn_buf_release(&p.name);
+	return obj;
 }
 
 /* Append calls matched by `pat` (whole match or group 1 as JSON). */
@@ -108,11 +386,9 @@ static int json_calls(const char *out, size_t len, const char *pat, int group, c
 		if (rc < 0)
 			break;
 		ov = pcre2_get_ovector_pointer(md);
-		obj = parse_exact(out + ov[2 * group], ov[2 * group + 1] - ov[2 * group]);
-		if (obj && cJSON_IsObject(obj) && truthy(last_item(obj, "name")))
+		obj = parse_call(out + ov[2 * group], ov[2 * group + 1] - ov[2 * group]);
+		if (obj)
 			cJSON_AddItemToArray(calls, obj);
-		else
-			cJSON_Delete(obj);
 		start = ov[1] > ov[0] ? ov[1] : ov[0] + 1;
 	}
 	pcre2_match_data_free(md);
@@ -344,7 +620,7 @@ int lynn_grade_gold(const char *output, size_t len, const char *gold, const char
 
 /* ===== daily-mix grader ===== */
 
-static bool is_adigit(int c) { return c >= '0' && c <= '9'; }
+static bool is_adigit(int c) { return is_digit_ascii((char)c); }
 static bool is_aalnum(int c) { return is_adigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 /* Index just past the group that opens at s[i] == '{' (balanced), or 0. */

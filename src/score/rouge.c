@@ -14,8 +14,7 @@
  * [a-z0-9] tokens longer than 3 characters go through NLTK's Porter stemmer.
  *
  * The LCS length uses the bit-parallel algorithm of Allison-Dix / Hyyrö
- * (one machine word covers 64 reference tokens), falling back to the
- * two-row dynamic programme when the bit masks would be large.
+ * (one machine word covers 64 tokens), in blocks so that memory stays small.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +23,6 @@
 #include "lynn/score.h"
 #include "score/score_internal.h"
 
-/* Bit masks larger than this many words use the O(n·m) programme. */
-#define ROUGE_MAX_MASK_WORDS (1u << 22)
 #define STEM_MAX 256
 
 /* Tokenize cps[0..n) appending token text (code points) to tok at *nt and
@@ -90,80 +87,81 @@ static size_t tokenize(const uint32_t *cps, size_t n, unsigned flags, uint32_t *
 	return ntok;
 }
 
-/* LCS length of a (length m) and b (length n), ids < nid. */
+/* LCS length of a (length m) and b (length n), ids < nid.
+ *
+ * Hyyrö's bit-vector recurrence V' = (V + (V & M[b_j])) | (V & ~M[b_j]) over
+ * the positions of a, processed in blocks of LCS_BLOCK_WORDS machine words:
+ * each block runs over all of b, taking the carry into its lowest bit at
+ * step j from the previous block (kept, one byte per step of b). The result
+ * is the number of zero bits of the final V. Memory stays bounded (masks of
+ * one block) whatever the lengths; time is O(m·n/64). */
+#define LCS_BLOCK_WORDS 64
+
 static int lcs_length(struct lynn_score_ctx *ctx, const uint32_t *a, size_t m, const uint32_t *b,
 		      size_t n, size_t nid, size_t *out, struct lynn_err *err)
 {
-	size_t w = (m + 63) / 64, nda = 0;
 	int32_t *slot;
+	uint8_t *carry;
 	uint64_t *masks, *v;
+	size_t zeros = 0, bw_max = (m + 63) / 64;
 
-	slot = score_buf(ctx, SLOT_IDS_B, nid * sizeof *slot, err);
-	if (!slot)
+	if (bw_max > LCS_BLOCK_WORDS)
+		bw_max = LCS_BLOCK_WORDS;
+	slot = score_buf(ctx, SLOT_IDS_B, nid * sizeof *slot + n + 1, err);
+	masks = score_buf(ctx, SLOT_BITS, (64 * bw_max + 1) * bw_max * sizeof *masks, err);
+	if (!slot || !masks)
 		return -LYNN_ENOMEM;
+	carry = (uint8_t *)(slot + nid);
+	memset(carry, 0, n);
 	for (size_t k = 0; k < nid; k++)
 		slot[k] = -1;
-	for (size_t i = 0; i < m; i++)
-		if (slot[a[i]] < 0)
-			slot[a[i]] = (int32_t)nda++;
-	if ((nda + 1) * w <= ROUGE_MAX_MASK_WORDS) {
-		masks = score_buf(ctx, SLOT_BITS, (nda + 1) * w * sizeof *masks, err);
-		if (!masks)
-			return -LYNN_ENOMEM;
-		memset(masks, 0, (nda + 1) * w * sizeof *masks);
-		v = masks + nda * w;
-		for (size_t i = 0; i < m; i++)
-			masks[(size_t)slot[a[i]] * w + i / 64] |= 1ULL << (i % 64);
-		for (size_t k = 0; k < w; k++)
+
+	for (size_t s0 = 0; s0 < m; s0 += 64 * LCS_BLOCK_WORDS) {
+		size_t bl = m - s0 < 64 * LCS_BLOCK_WORDS ? m - s0 : 64 * LCS_BLOCK_WORDS;
+		size_t bw = (bl + 63) / 64, nda = 0;
+		const uint32_t *ab = a + s0;
+
+		for (size_t i = 0; i < bl; i++)
+			if (slot[ab[i]] < 0)
+				slot[ab[i]] = (int32_t)nda++;
+		v = masks + nda * bw;
+		memset(masks, 0, nda * bw * sizeof *masks);
+		for (size_t i = 0; i < bl; i++)
+			masks[(size_t)slot[ab[i]] * bw + i / 64] |= 1ULL << (i % 64);
+		for (size_t k = 0; k < bw; k++)
 			v[k] = ~0ULL;
 		for (size_t j = 0; j < n; j++) {
-			int32_t s = slot[b[j]];
-			const uint64_t *mk;
-			unsigned carry = 0;
-			if (s < 0)
-				continue;
-			mk = masks + (size_t)s * w;
-			for (size_t k = 0; k < w; k++) {
-				uint64_t vv = v[k], u = vv & mk[k];
-				uint64_t sum = vv + u, s2 = sum + carry;
-				unsigned c1 = sum < vv, c2 = s2 < sum;
-				v[k] = s2 | (vv & ~u);
-				carry = c1 | c2;
+			int32_t sl = slot[b[j]];
+			unsigned c = carry[j];
+			if (sl < 0) {
+				/* no match in this block: V' = V | (V + carry) */
+				for (size_t k = 0; k < bw && c; k++) {
+					uint64_t vv = v[k];
+					v[k] = vv | (vv + 1);
+					c = vv == ~0ULL;
+				}
+			} else {
+				const uint64_t *mk = masks + (size_t)sl * bw;
+				for (size_t k = 0; k < bw; k++) {
+					uint64_t vv = v[k], u = vv & mk[k];
+					uint64_t sum = vv + u, s2 = sum + c;
+					unsigned c1 = sum < vv, c2 = s2 < sum;
+					v[k] = s2 | (vv & ~u);
+					c = c1 | c2;
+				}
 			}
+			carry[j] = (uint8_t)c;
 		}
-		{
-			size_t zeros = 0;
-			for (size_t k = 0; k < w; k++) {
-				uint64_t x = ~v[k];
-				if (k == w - 1 && m % 64)
-					x &= (1ULL << (m % 64)) - 1;
-				zeros += (size_t)__builtin_popcountll(x);
-			}
-			*out = zeros;
+		for (size_t k = 0; k < bw; k++) {
+			uint64_t x = ~v[k];
+			if (k == bw - 1 && bl % 64)
+				x &= (1ULL << (bl % 64)) - 1;
+			zeros += (size_t)__builtin_popcountll(x);
 		}
-		return 0;
+		for (size_t i = 0; i < bl; i++)
+			slot[ab[i]] = -1;
 	}
-	/* two-row dynamic programme, as rouge-score's _lcs_table */
-	{
-		uint32_t *row = score_buf(ctx, SLOT_BITS, 2 * (n + 1) * sizeof *row, err);
-		uint32_t *prev, *cur;
-		if (!row)
-			return -LYNN_ENOMEM;
-		prev = row;
-		cur = row + n + 1;
-		memset(prev, 0, (n + 1) * sizeof *prev);
-		for (size_t i = 1; i <= m; i++) {
-			uint32_t *t;
-			cur[0] = 0;
-			for (size_t j = 1; j <= n; j++)
-				cur[j] = a[i - 1] == b[j - 1] ? prev[j - 1] + 1
-				       : (prev[j] > cur[j - 1] ? prev[j] : cur[j - 1]);
-			t = prev;
-			prev = cur;
-			cur = t;
-		}
-		*out = prev[n];
-	}
+	*out = zeros;
 	return 0;
 }
 

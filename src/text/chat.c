@@ -257,14 +257,12 @@ int lynn_chat_render_request(const struct lynn_chat_template *t, const char *bod
 	char *msgs = NULL, *tools = NULL, *kw = NULL;
 	struct lynn_chat_input in = { 0 };
 	int rc;
-	const cJSON *m, *tl, *k, *agp;
+	const cJSON *m, *agp;
 	*out = NULL;
 	root = lynn_json_parse("chat request", body, len, err);
 	if (!root)
 		return err ? err->code : -LYNN_EFORMAT;
 	m = cJSON_GetObjectItemCaseSensitive(root, "messages");
-	tl = cJSON_GetObjectItemCaseSensitive(root, "tools");
-	k = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
 	agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
 	if (!cJSON_IsArray(m)) {
 		rc = lynn_errf(err, -LYNN_EFORMAT, "chat: request field 'messages' must be an array");
@@ -325,8 +323,6 @@ int lynn_chat_render_request(const struct lynn_chat_template *t, const char *bod
 		rc = lynn_errf(err, -LYNN_EFORMAT, "chat: request field 'chat_template_kwargs' must be an object");
 		goto out;
 	}
-	(void)tl;
-	(void)k;
 	rc = lynn_chat_render(t, &in, out, out_len, err);
 out:
 	free(msgs);
@@ -825,8 +821,13 @@ int lynn_chat_stream_feed(struct lynn_chat_stream *s, const char *text, size_t l
 			  struct lynn_chat_msg *delta, struct lynn_err *err)
 {
 	int rc = ensure_strings(delta);
-	if (!rc && len)
-		rc = lynn_buf_append(&s->pending, text, len);
+	/* NUL bytes cannot be part of the C strings handed out: they are dropped */
+	for (size_t i = 0; !rc && i < len;) {
+		const char *z = memchr(text + i, 0, len - i);
+		size_t k = z ? (size_t)(z - text) - i : len - i;
+		rc = lynn_buf_append(&s->pending, text + i, k);
+		i += k + (z ? 1 : 0);
+	}
 	if (!rc)
 		rc = step(s, delta, false);
 	if (rc)

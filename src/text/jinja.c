@@ -1166,7 +1166,7 @@ enum filt {
 	F_FLOAT, F_FORCEESCAPE, F_INDENT, F_INT, F_ITEMS, F_JOIN, F_LAST, F_LENGTH, F_LIST, F_LOWER,
 	F_MAP, F_MAX, F_MIN, F_REJECT, F_REJECTATTR, F_REPLACE, F_REVERSE, F_ROUND, F_SAFE,
 	F_SELECT, F_SELECTATTR, F_SORT, F_STRING, F_SUM, F_TITLE, F_TOJSON, F_TRIM, F_UNIQUE,
-	F_UPPER, F_WORDCOUNT, F_FORMAT, F_STRIPTAGS,
+	F_UPPER, F_WORDCOUNT, F_FORMAT, F_STRIPTAGS, F_BATCH,
 };
 
 static const struct {
@@ -1185,12 +1185,13 @@ static const struct {
 	{ "string", F_STRING }, { "sum", F_SUM }, { "title", F_TITLE }, { "tojson", F_TOJSON },
 	{ "trim", F_TRIM }, { "unique", F_UNIQUE }, { "upper", F_UPPER },
 	{ "wordcount", F_WORDCOUNT }, { "format", F_FORMAT }, { "striptags", F_STRIPTAGS },
+	{ "batch", F_BATCH },
 };
 
 /* Jinja2 filters this engine does not implement: a template using one fails to parse with
  * "unsupported filter" rather than "unknown filter". */
 static const char *const filters_unsupported[] = {
-	"batch", "filesizeformat", "groupby", "pprint", "random", "slice", "truncate", "urlencode",
+	"filesizeformat", "groupby", "pprint", "random", "slice", "truncate", "urlencode",
 	"urlize", "wordwrap", "xmlattr",
 };
 
@@ -3052,8 +3053,11 @@ static struct val arith(struct rs *R, const struct node *nd, int op, struct val 
 				return vint(op == OP_FDIV ? q : m);
 			}
 			case OP_POW:
-				if (y < 0)
+				if (y < 0) {
+					if (x == 0)
+						TFAIL(R, nd, "0.0 cannot be raised to a negative power");
 					return vfloat(pow((double)x, (double)y));
+				}
 				r = 1;
 				for (int64_t i = 0; i < y; i++) {
 					if (__builtin_mul_overflow(r, x, &r))
@@ -3091,7 +3095,10 @@ static struct val arith(struct rs *R, const struct node *nd, int op, struct val 
 					fl += 1.0;
 				return vfloat(fl);
 			}
-			case OP_POW: return vfloat(pow(x, y));
+			case OP_POW:
+				if (x == 0 && y < 0)
+					TFAIL(R, nd, "0.0 cannot be raised to a negative power");
+				return vfloat(pow(x, y));
 			}
 		}
 	}
@@ -3116,10 +3123,11 @@ static struct val arith(struct rs *R, const struct node *nd, int op, struct val 
 		r.u.l = l;
 		return r;
 	}
-	if (op == OP_MUL && ((a.t == VT_INT && (b.t == VT_STR || b.t == VT_LIST)) ||
-			     (b.t == VT_INT && (a.t == VT_STR || a.t == VT_LIST)))) {
-		struct val s = a.t == VT_INT ? b : a;
-		int64_t k = a.t == VT_INT ? a.u.i : b.u.i;
+	if (op == OP_MUL && (((a.t == VT_INT || a.t == VT_BOOL) && (b.t == VT_STR || (b.t == VT_LIST && !b.sub))) ||
+			     ((b.t == VT_INT || b.t == VT_BOOL) && (a.t == VT_STR || (a.t == VT_LIST && !a.sub))))) {
+		bool a_num = a.t == VT_INT || a.t == VT_BOOL;
+		struct val s = a_num ? b : a;
+		int64_t k = a_num ? num_i(&a) : num_i(&b);
 		if (k < 0)
 			k = 0;
 		if (s.t == VT_STR) {
@@ -4014,6 +4022,8 @@ static struct val indent_filter(struct rs *R, const struct node *nd, const struc
 	struct args none = { 0 };
 	struct obuf sn = { 0 };
 	(void)none;
+	if (v->t != VT_STR)
+		TFAIL(R, nd, "unsupported operand type(s) for +=: '%s' and 'str'", type_name(v));
 	if (w && w->t == VT_STR)
 		ob_put(R, &ind, w->u.s->d, w->u.s->len);
 	else {
@@ -4182,6 +4192,8 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 	}
 	case F_FLOAT: {
 		const struct val *dv = arg_get(a, 0, "default");
+		if (v.t == VT_UNDEF) /* float(Undefined) raises */
+			undef_fail(R, nd, &v);
 		if (v.t == VT_FLOAT)
 			return v;
 		if (v.t == VT_INT || v.t == VT_BOOL)
@@ -4202,6 +4214,8 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 	case F_INT: {
 		const struct val *dv = arg_get(a, 0, "default"), *bs = arg_get(a, 1, "base");
 		int base = bs ? (int)need_int(R, nd, bs, "base") : 10;
+		if (v.t == VT_UNDEF) /* int(Undefined) raises */
+			undef_fail(R, nd, &v);
 		if (v.t == VT_INT)
 			return v;
 		if (v.t == VT_BOOL)
@@ -4464,6 +4478,24 @@ static struct val run_filter(struct rs *R, const struct node *nd, int id, struct
 	}
 	case F_INDENT:
 		return indent_filter(R, nd, &v, a);
+	case F_BATCH: {
+		int64_t k = need_int(R, nd, arg_get(a, 0, "linecount"), "batch size");
+		const struct val *fill = arg_get(a, 1, "fill_with");
+		struct jlist *it = iter_items(R, nd, &v), *l = mklist(&R->x, 0), *cur = NULL;
+		if (k <= 0)
+			TFAIL(R, nd, "batch size must be positive");
+		for (size_t i = 0; i < it->n; i++) {
+			if (!cur || (int64_t)cur->n == k) {
+				cur = mklist(&R->x, (size_t)k);
+				list_push(&R->x, l, vlist(cur));
+			}
+			list_push(&R->x, cur, it->v[i]);
+		}
+		if (cur && fill && fill->t != VT_NONE)
+			while ((int64_t)cur->n < k)
+				list_push(&R->x, cur, *fill);
+		return vlist_k(l, LK_GEN);
+	}
 	case F_FORMAT:
 		TFAIL(R, nd, "the 'format' filter (printf-style) is not supported");
 	case F_STRIPTAGS:
@@ -4478,17 +4510,20 @@ static bool run_test(struct rs *R, const struct node *nd, int id, const struct v
 	const struct val *a0 = arg_get(a, 0, NULL);
 	switch (id) {
 	case X_ODD:
-	case X_EVEN:
-		if (v->t != VT_INT && v->t != VT_BOOL)
-			TFAIL(R, nd, "odd/even need an integer, not %s", type_name(v));
-		return (num_i(v) & 1) == (id == X_ODD);
+	case X_EVEN: {
+		/* value % 2 == 1 / == 0 with Python's % */
+		struct val m;
+		if (!is_num(v))
+			TFAIL(R, nd, "unsupported operand type(s) for %%: '%s' and 'int'", type_name(v));
+		m = arith(R, nd, OP_MOD, *v, vint(2));
+		return val_eq(&m, &(struct val){ .t = VT_INT, .u.i = id == X_ODD ? 1 : 0 }, 0);
+	}
 	case X_DIVISIBLEBY: {
-		int64_t d = need_int(R, nd, a0, "divisibleby argument");
-		if (v->t != VT_INT && v->t != VT_BOOL)
-			TFAIL(R, nd, "divisibleby needs an integer");
-		if (d == 0)
-			TFAIL(R, nd, "integer division or modulo by zero");
-		return num_i(v) % d == 0;
+		struct val m;
+		if (!a0)
+			TFAIL(R, nd, "divisibleby needs an argument");
+		m = arith(R, nd, OP_MOD, *v, *a0);
+		return val_eq(&m, &(struct val){ .t = VT_INT, .u.i = 0 }, 0);
 	}
 	case X_DEFINED: return v->t != VT_UNDEF;
 	case X_UNDEFINED: return v->t == VT_UNDEF;
@@ -4779,7 +4814,7 @@ static void exec_body(struct rs *R, struct frame *F, const struct nlist *body, s
 		case N_SETBLOCK: {
 			struct obuf b = { 0 };
 			struct val v;
-			exec_body(R, F, &s->kids, &b);
+			exec_body(R, frame_new(R, F), &s->kids, &b); /* the block is its own scope */
 			v = ob_val(R, &b);
 			if (s->c)
 				v = eval_filter_on(R, F, s->c, v);
@@ -4789,7 +4824,7 @@ static void exec_body(struct rs *R, struct frame *F, const struct nlist *body, s
 		case N_FILTERBLOCK: {
 			struct obuf b = { 0 };
 			struct val v;
-			exec_body(R, F, &s->kids, &b);
+			exec_body(R, frame_new(R, F), &s->kids, &b);
 			v = eval_filter_on(R, F, s->c, ob_val(R, &b));
 			put_str(R, o, &v, 0);
 			break;
@@ -4848,39 +4883,57 @@ static unsigned jp_hex4(struct jp *p)
 	return v;
 }
 
+/* Arena-backed byte buffer for the JSON reader (a longjmp may leave it at any time). */
+struct abuf {
+	char *d;
+	size_t n, cap;
+};
+
+static void ab_put(struct jx *x, struct abuf *b, const char *s, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 64;
+		char *nd;
+		while (cap < b->n + n + 1)
+			cap *= 2;
+		nd = jalloc(x, cap);
+		if (b->n)
+			memcpy(nd, b->d, b->n);
+		b->d = nd;
+		b->cap = cap;
+	}
+	memcpy(b->d + b->n, s, n);
+	b->n += n;
+}
+
 static struct val jp_string(struct jp *p)
 {
-	struct lynn_buf b = LYNN_BUF_INIT;
-	struct val v;
-	int rc = 0;
+	struct abuf b = { 0 };
+	struct val v = { .t = VT_STR };
 	size_t start;
 	p->i++;
 	for (;;) {
 		start = p->i;
 		while (p->i < p->n && p->s[p->i] != '"' && p->s[p->i] != '\\' && (unsigned char)p->s[p->i] >= 0x20)
 			p->i++;
-		rc |= lynn_buf_append(&b, p->s + start, p->i - start);
-		if (p->i >= p->n || (unsigned char)p->s[p->i] < 0x20) {
-			lynn_buf_release(&b);
+		ab_put(p->x, &b, p->s + start, p->i - start);
+		if (p->i >= p->n || (unsigned char)p->s[p->i] < 0x20)
 			jp_fail(p, p->i >= p->n ? "unterminated string" : "control character in string");
-		}
 		if (p->s[p->i] == '"') {
 			p->i++;
 			break;
 		}
 		p->i++;
-		if (p->i >= p->n) {
-			lynn_buf_release(&b);
+		if (p->i >= p->n)
 			jp_fail(p, "unterminated string");
-		}
 		char c = p->s[p->i++], enc[4];
 		switch (c) {
-		case '"': case '\\': case '/': rc |= lynn_buf_putc(&b, c); break;
-		case 'b': rc |= lynn_buf_putc(&b, '\b'); break;
-		case 'f': rc |= lynn_buf_putc(&b, '\f'); break;
-		case 'n': rc |= lynn_buf_putc(&b, '\n'); break;
-		case 'r': rc |= lynn_buf_putc(&b, '\r'); break;
-		case 't': rc |= lynn_buf_putc(&b, '\t'); break;
+		case '"': case '\\': case '/': ab_put(p->x, &b, &c, 1); break;
+		case 'b': ab_put(p->x, &b, "\b", 1); break;
+		case 'f': ab_put(p->x, &b, "\f", 1); break;
+		case 'n': ab_put(p->x, &b, "\n", 1); break;
+		case 'r': ab_put(p->x, &b, "\r", 1); break;
+		case 't': ab_put(p->x, &b, "\t", 1); break;
 		case 'u': {
 			unsigned cp = jp_hex4(p);
 			if (cp >= 0xd800 && cp < 0xdc00 && p->i + 6 <= p->n && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u') {
@@ -4893,20 +4946,14 @@ static struct val jp_string(struct jp *p)
 				else
 					p->i = save;
 			}
-			rc |= lynn_buf_append(&b, enc, u8_encode(cp, enc));
+			ab_put(p->x, &b, enc, u8_encode(cp, enc));
 			break;
 		}
 		default:
-			lynn_buf_release(&b);
 			jp_fail(p, "bad escape in string");
 		}
 	}
-	if (rc) {
-		lynn_buf_release(&b);
-		jfail(p->x, -LYNN_ENOMEM, 0, 0, "out of memory");
-	}
-	v = vstr(p->x, b.data ? b.data : "", b.len);
-	lynn_buf_release(&b);
+	v.u.s = mkstr(p->x, b.d ? b.d : "", b.n);
 	return v;
 }
 

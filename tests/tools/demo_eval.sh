@@ -1,15 +1,12 @@
 #!/bin/sh
-# demo_eval.sh - `lynn eval` end to end for `make demo`. In-process eval of the
-# tiny model (adapter vs base) waits for the runner's generate entry point;
-# until then the demo runs against the scripted endpoint of tests/bench.
+# demo_eval.sh - `lynn eval` end to end for `make demo`: the bundled tiny model
+# in-process, candidate = base + the tiny LoRA adapter, baseline = the base
+# (adapter off), on the small bilingual test prompt set (the shipped sets in
+# prompts/ take a few minutes on 2 cores). Prints the verdict and the report.
 set -e
 cd "$(dirname "$0")/../.."
-PORT=$((30000 + $$ % 20000))
 OUT=$(mktemp -d)
-node tests/bench/eval_endpoint.js $PORT 5 2>/dev/null &
-SRV=$!
-trap 'kill $SRV 2>/dev/null' EXIT
-sleep 0.5
-./lynn eval --model http://127.0.0.1:$PORT/v1 --adapter cand --sanity-pass --model-tag demo \
-	--out-dir "$OUT" --concurrency 16 || true
+./lynn eval --model tests/fixtures/qwen35moe-tiny --adapter tests/fixtures/lora-tiny \
+	--sanity-json tests/fixtures/eval/sanity_pass.json --prompts-dir tests/fixtures/eval/prompts \
+	--model-tag tiny-demo --out-dir "$OUT" || true
 echo "(reports in $OUT)"

@@ -29,6 +29,13 @@ if [ -f tests/node/package-lock.json ]; then
 	if [ ! -f tests/node/node_modules/.package-lock.json ] ||
 	   [ tests/node/package-lock.json -nt tests/node/node_modules/.package-lock.json ]; then
 		echo "deps: npm ci in tests/node"
-		(cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+		(cd tests/node && npm ci --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error)
 	fi
+fi
+# llama.cpp's source (vocab test vectors, chat templates) from node-llama-cpp's bundle
+bundle=tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle
+if [ -f "$bundle" ] && [ ! -d tests/node/llama.cpp/models ]; then
+	echo "deps: llama.cpp source from node-llama-cpp's bundle"
+	rm -rf tests/node/llama.cpp
+	git clone -q "$bundle" tests/node/llama.cpp 2>/dev/null
 fi

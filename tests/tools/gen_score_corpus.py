@@ -220,6 +220,10 @@ def main():
         add("style", hyp, ref)
     for _ in range(30):
         add("ws_heavy", "  ".join(en_sentence(r, 4).split()) + "\t\n", " \n " + en_sentence(r, 4))
+    # two pairs longer than one 4,096-token block of the ROUGE-L LCS
+    for _ in range(2):
+        ref = " ".join(r.choice(EN[:60]) for _ in range(r.randint(4500, 5200)))
+        add("block_long", perturb_words(r, ref), ref, "")
     assert len(pairs) >= 1000, len(pairs)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     with open(OUT, "w", encoding="utf-8") as f:

@@ -143,6 +143,13 @@ CONVERSATIONS = [
     {"name": "16-no-generation-prompt", "messages": [
         {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "Hello"}], "kwargs": {"add_generation_prompt": False}},
+    {"name": "17-simple-tool", "messages": [
+        {"role": "system", "content": "Be helpful."},
+        {"role": "user", "content": "Weather in Lisbon, 2 days, metric?"},
+        {"role": "assistant", "content": "", "tool_calls": [call("s1", "get_weather", {"city": "Lisbon", "days": 2, "metric": True})]},
+        {"role": "tool", "tool_call_id": "s1", "name": "get_weather", "content": "mild"},
+        {"role": "assistant", "content": "Mild in Lisbon."},
+        {"role": "user", "content": "Thanks!"}], "tools": [WEATHER], "kwargs": {"enable_thinking": False}},
 ]
 
 BOS = "<s>"
@@ -182,6 +189,9 @@ def main():
     names = sorted(f for f in os.listdir(src) if f.endswith(".jinja"))
     for f in names:
         shutil.copyfile(os.path.join(src, f), os.path.join(FIX, f))
+    lic = os.path.join(src, "..", "..", "LICENSE")
+    if os.path.exists(lic):
+        shutil.copyfile(lic, os.path.join(FIX, "LICENSE.llama.cpp"))
     own = os.path.join(ROOT, "tests", "fixtures", "chat_template_qwen35.jinja")
     jobs = [(f[:-len(".jinja")], os.path.join(FIX, f)) for f in names] + [("lynn-qwen35", own)]
     conv_dir = os.path.join(FIX, "conversations")

@@ -55,6 +55,7 @@ CASES = [
     ("macro-recursion", "{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n * fact(n - 1)|int }}{% endif %}{% endmacro %}{{ fact(6) }}", {}),
     ("namespace", "{% set ns = namespace(n=0, items=[]) %}{% for x in lst %}{% set ns.n = ns.n + x %}{% set ns.items = ns.items + [x] %}{% endfor %}{{ ns.n }}{{ ns.items }}", CTX),
     ("set-block", "{% set x %}\n  inner {{ 1 }}\n{% endset %}[{{ x }}]{% set y | upper %}abc{% endset %}{{ y }}", {}),
+    ("set-block-scope", "{% set x = 1 %}{% set z %}{% set x = 2 %}{{ x }}{% endset %}{{ x }}{{ z }}{% filter upper %}{% set x = 3 %}a{{ x }}{% endfilter %}{{ x }}", {}),
     ("set-tuple", "{% set a, b = 1, 2 %}{{ a }}{{ b }}{% set c = 1, %}{{ c }}", {}),
     ("filter-block", "{% filter upper %}hello {{ 'x' }}{% endfilter %}", {}),
     # filters
@@ -108,5 +109,9 @@ CASES = [
     ("err-list-append", "{% set l = [1] %}{{ l.append(2) }}", {}),
     ("err-div-zero", "{{ 1 / 0 }}", {}),
     ("err-tojson-undefined", "{{ nope|tojson }}", {}),
+    ("num-tests-floats", "{{ 1.5 is odd }}{{ 2.0 is even }}{{ 3.0 is odd }}{{ 7.5 is divisibleby 2.5 }}{{ 'ab' * true }}{{ [1] * false }}", {}),
+    ("err-zero-neg-power", "{{ 0 ** -1 }}", {}),
+    ("err-int-undefined", "{{ nope|int }}", {}),
+    ("f-batch", "{{ range(7)|batch(3)|list }}|{{ range(5)|batch(2, 'x')|list }}", {}),
     ("err-range-too-big", "{{ range(1000000)|length }}", {}),
 ]

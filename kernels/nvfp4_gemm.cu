@@ -1,0 +1,751 @@
+/*
+ * nvfp4_gemm.cu - NVFP4 weight x BF16 activation products for sm_90
+ * (kernels/lynn_cuda.h), plus the BF16 cuBLASLt GEMM for large M.
+ *
+ * Both NVFP4 kernels read the checkpoint layout as it is (no repacking) and
+ * dequantize in registers: q*s is exact in f32 and in bf16 (E2M1 has 2
+ * significant bits, E4M3 4), so the only rounding is the f32 accumulation;
+ * the tensor multiplier alpha is applied once at the end.
+ *  - gemv: CUDA cores. A row is split over `lpr` lanes, each lane takes 32
+ *    elements (16 bytes + 2 scale bytes) per step, block sums use the
+ *    integer 2*q values and the block scale is applied once per 16.
+ *  - mma: BF16 tensor cores through wmma 16x16x16. A block owns 64 weight
+ *    rows; each K step of 64 dequantizes a 64x64 tile into shared memory
+ *    (one 16-byte load per thread) and multiplies it with the M x 64
+ *    activation tile (M padded to 16).
+ * Both take an optional expert-id list (grid.y = selected experts) so the
+ * grouped MoE call is the same kernels.
+ * CPU twin: src/cpu/nvfp4_matmul.c.
+ */
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <mma.h>
+#include <stdlib.h>
+
+#include "cuda_common.cuh"
+#include "lynn_cuda.h"
+
+using namespace nvcuda;
+
+/* ===== gemv (CUDA cores) ===== */
+
+#define GEMV_WARPS 8
+#define GEMV_RPW 2 /* row groups per warp: more 16-byte loads in flight */
+
+static __device__ __forceinline__ void store_out(__nv_bfloat16 *y, float v) { *y = __float2bfloat16(v); }
+static __device__ __forceinline__ void store_out(float *y, float v) { *y = v; }
+
+/* X (MT rows, zero-padded) is staged in shared memory as f32; each lane
+ * loads its 16-byte weight pieces for GEMV_RPW rows x 2 chunks before any
+ * arithmetic, decodes 8 nibbles with 6 byte_perms into signed 2*q bytes,
+ * and applies the block scale once per 16. */
+template <int MT, typename TY>
+static __global__ void __launch_bounds__(GEMV_WARPS * 32)
+nvfp4_gemv_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		  const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		  const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
+		  int64_t k, int lpr, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+{
+	extern __shared__ float4 xsh4[];
+	float *xsh = (float *)xsh4;
+	const int g = blockIdx.y;
+	const int e = ids ? ids[g] : 0;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int sub = lane / lpr, l = lane % lpr;
+	const int rpw = 32 / lpr;
+	const int64_t row0 = ((int64_t)blockIdx.x * GEMV_WARPS + warp) * GEMV_RPW * rpw + sub;
+	const int64_t chunks = k / 32;
+	const uint8_t *P = packed + (int64_t)e * n * (k / 2);
+	const uint8_t *S = scales + (int64_t)e * n * (k / 16);
+	float acc[GEMV_RPW][MT];
+
+	x += (int64_t)g * x_group_stride;
+	/* padded by 4 floats per 32 so that lanes reading consecutive chunks
+	 * (128 bytes apart) hit distinct banks */
+	for (int64_t i = threadIdx.x; i < (int64_t)MT * k / 8; i += blockDim.x) {
+		uint4 v = make_uint4(0, 0, 0, 0);
+		const int64_t d = 2 * i + (i >> 2);
+		if (i * 8 / k < m)
+			v = __ldg((const uint4 *)(x + i * 8));
+		xsh4[d] = make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u),
+					  __uint_as_float(v.y << 16), __uint_as_float(v.y & 0xffff0000u));
+		xsh4[d + 1] = make_float4(__uint_as_float(v.z << 16), __uint_as_float(v.z & 0xffff0000u),
+					      __uint_as_float(v.w << 16), __uint_as_float(v.w & 0xffff0000u));
+	}
+	__syncthreads();
+#pragma unroll
+	for (int rr = 0; rr < GEMV_RPW; rr++)
+#pragma unroll
+		for (int i = 0; i < MT; i++)
+			acc[rr][i] = 0.0f;
+	for (int64_t c0 = l; c0 < chunks; c0 += 2 * lpr) {
+		uint4 wv[GEMV_RPW][2];
+		uint32_t sc[GEMV_RPW][2];
+		bool ok[GEMV_RPW][2];
+#pragma unroll
+		for (int rr = 0; rr < GEMV_RPW; rr++)
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				int64_t row = row0 + rr * rpw, c = c0 + u * lpr;
+				ok[rr][u] = row < n && c < chunks;
+				if (ok[rr][u]) {
+					wv[rr][u] = __ldcs((const uint4 *)(P + row * (k / 2) + c * 16));
+					sc[rr][u] = *(const uint16_t *)(S + row * (k / 16) + c * 2);
+				}
+			}
+#pragma unroll
+		for (int rr = 0; rr < GEMV_RPW; rr++)
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				if (!ok[rr][u])
+					continue;
+				const int64_t c = c0 + u * lpr;
+				const uint32_t wd[4] = { wv[rr][u].x, wv[rr][u].y, wv[rr][u].z, wv[rr][u].w };
+				float q[32];
+#pragma unroll
+				for (int v = 0; v < 4; v++) {
+					uint32_t lo, hi;
+					lynn_e2m1x8_to_s8x8(wd[v], &lo, &hi);
+#pragma unroll
+					for (int j = 0; j < 4; j++) {
+						q[v * 8 + j] = lynn_s8_at(lo, j);
+						q[v * 8 + 4 + j] = lynn_s8_at(hi, j);
+					}
+				}
+				const float s0 = lynn_e4m3_dev(sc[rr][u] & 0xff) * 0.5f;
+				const float s1 = lynn_e4m3_dev(sc[rr][u] >> 8) * 0.5f;
+#pragma unroll
+				for (int i = 0; i < MT; i++) {
+					if (i >= m)
+						break;
+					const float4 *xp = (const float4 *)(xsh + (int64_t)i * (k / 32) * 36 + c * 36);
+					float b0 = 0.0f, b1 = 0.0f;
+#pragma unroll
+					for (int v = 0; v < 8; v++) {
+						float4 xv = xp[v];
+						float t = q[4 * v] * xv.x;
+						t = fmaf(q[4 * v + 1], xv.y, t);
+						t = fmaf(q[4 * v + 2], xv.z, t);
+						t = fmaf(q[4 * v + 3], xv.w, t);
+						if (v < 4)
+							b0 += t;
+						else
+							b1 += t;
+					}
+					acc[rr][i] = fmaf(b0, s0, fmaf(b1, s1, acc[rr][i]));
+				}
+			}
+	}
+	y += (int64_t)g * y_group_stride;
+#pragma unroll
+	for (int rr = 0; rr < GEMV_RPW; rr++) {
+		const int64_t row = row0 + rr * rpw;
+#pragma unroll
+		for (int i = 0; i < MT; i++)
+			for (int off = lpr / 2; off > 0; off >>= 1)
+				acc[rr][i] += __shfl_xor_sync(0xffffffffu, acc[rr][i], off);
+		if (row < n && l == 0) {
+			const float a = alpha[e];
+#pragma unroll
+			for (int i = 0; i < MT; i++)
+				if (i < m)
+					store_out(y + (int64_t)i * y_ld + row, acc[rr][i] * a);
+		}
+	}
+}
+
+/* ===== mma (BF16 tensor cores via wmma) ===== */
+
+#define MMA_BN 64
+#define MMA_BK 64
+#define MMA_LD (MMA_BK + 8)
+
+/* 8 warps: two K-groups of 4 warps take alternate 64-wide K steps (named
+ * barriers per group), each with its own tiles; the next weight piece is
+ * loaded into registers before the current one is multiplied; the two
+ * partial products are summed at the end. */
+template <int MT16, typename TY>
+static __global__ void __launch_bounds__(256)
+nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
+		 int64_t k, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+{
+	constexpr int WS = MMA_BN * MMA_LD, XS = MT16 * 16 * MMA_LD, OS = MT16 * 16 * MMA_BN;
+	constexpr int TILE_BYTES = 2 * (WS + XS) * 2, OUT_BYTES = 2 * OS * 4;
+	__shared__ __align__(128) unsigned char smem[TILE_BYTES > OUT_BYTES ? TILE_BYTES : OUT_BYTES];
+	const int g = blockIdx.y;
+	const int e = ids ? ids[g] : 0;
+	const int t = threadIdx.x, warp = t >> 5, kg = warp >> 2, wq = warp & 3, tg = t & 127;
+	__nv_bfloat16 *ws = (__nv_bfloat16 *)smem + kg * (WS + XS);
+	__nv_bfloat16 *xs = ws + WS;
+	const int64_t n0 = (int64_t)blockIdx.x * MMA_BN;
+	const int wrow = tg >> 1, whalf = tg & 1;
+	const uint8_t *P = packed + ((int64_t)e * n + n0 + wrow) * (k / 2) + whalf * 16;
+	const uint8_t *S = scales + ((int64_t)e * n + n0 + wrow) * (k / 16) + whalf * 2;
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[MT16];
+	const int64_t nsteps = (k / MMA_BK - kg + 1) / 2; /* this group's K steps */
+	uint4 w0 = make_uint4(0, 0, 0, 0), w1 = w0, w2 = w0, w3 = w0;
+	uint32_t c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+
+	x += (int64_t)g * x_group_stride;
+#pragma unroll
+	for (int i = 0; i < MT16; i++)
+		wmma::fill_fragment(acc[i], 0.0f);
+	/* a ring of 4 weight pieces in registers: the load for step s+4 is
+	 * issued before step s is multiplied */
+#define KOFF(st) (((int64_t)(st) * 2 + kg) * MMA_BK)
+#define LOAD(wr, cr, st)                                                          \
+	do {                                                                      \
+		if ((st) < nsteps) {                                              \
+			wr = __ldcs((const uint4 *)(P + KOFF(st) / 2));           \
+			cr = *(const uint16_t *)(S + KOFF(st) / 16);              \
+		}                                                                 \
+	} while (0)
+	LOAD(w0, c0, 0);
+	LOAD(w1, c1, 1);
+	LOAD(w2, c2, 2);
+	LOAD(w3, c3, 3);
+	auto step = [&](const uint4 cur, const uint32_t csc, int64_t st) {
+		const int64_t k0 = KOFF(st);
+		const uint32_t wd[4] = { cur.x, cur.y, cur.z, cur.w };
+		uint32_t pk[16];
+#pragma unroll
+		for (int v = 0; v < 4; v++) {
+			uint32_t lo, hi;
+			const float s = lynn_e4m3_dev(v < 2 ? (csc & 0xff) : (csc >> 8)) * 0.5f;
+			lynn_e2m1x8_to_s8x8(wd[v], &lo, &hi);
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				/* q*s is exact in bf16: truncating the f32 bits is exact */
+				pk[v * 4 + j] = __byte_perm(__float_as_uint(lynn_s8_at(lo, 2 * j) * s),
+							    __float_as_uint(lynn_s8_at(lo, 2 * j + 1) * s), 0x7632);
+				pk[v * 4 + 2 + j] = __byte_perm(__float_as_uint(lynn_s8_at(hi, 2 * j) * s),
+								__float_as_uint(lynn_s8_at(hi, 2 * j + 1) * s), 0x7632);
+			}
+		}
+		uint4 *wdst = (uint4 *)(ws + wrow * MMA_LD + whalf * 32);
+#pragma unroll
+		for (int v = 0; v < 4; v++)
+			wdst[v] = make_uint4(pk[4 * v], pk[4 * v + 1], pk[4 * v + 2], pk[4 * v + 3]);
+#pragma unroll
+		for (int i = 0; i < MT16; i++) {
+			int idx = tg + 128 * i, r = idx >> 3, c = idx & 7;
+			uint4 v = make_uint4(0, 0, 0, 0);
+			if (r < m)
+				v = __ldg((const uint4 *)(x + (int64_t)r * k + k0 + c * 8));
+			*(uint4 *)(xs + r * MMA_LD + c * 8) = v;
+		}
+		asm volatile("bar.sync %0, 128;" ::"r"(kg + 1));
+#pragma unroll
+		for (int kk = 0; kk < MMA_BK; kk += 16) {
+			wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bf;
+			wmma::load_matrix_sync(bf, ws + wq * 16 * MMA_LD + kk, MMA_LD);
+#pragma unroll
+			for (int i = 0; i < MT16; i++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+					       wmma::row_major> af;
+				wmma::load_matrix_sync(af, xs + i * 16 * MMA_LD + kk, MMA_LD);
+				wmma::mma_sync(acc[i], af, bf, acc[i]);
+			}
+		}
+		asm volatile("bar.sync %0, 128;" ::"r"(kg + 1));
+	};
+	for (int64_t st = 0; st < nsteps; st += 4) {
+		uint4 cur;
+		uint32_t csc;
+		cur = w0, csc = c0;
+		LOAD(w0, c0, st + 4);
+		step(cur, csc, st);
+		if (st + 1 < nsteps) {
+			cur = w1, csc = c1;
+			LOAD(w1, c1, st + 5);
+			step(cur, csc, st + 1);
+		}
+		if (st + 2 < nsteps) {
+			cur = w2, csc = c2;
+			LOAD(w2, c2, st + 6);
+			step(cur, csc, st + 2);
+		}
+		if (st + 3 < nsteps) {
+			cur = w3, csc = c3;
+			LOAD(w3, c3, st + 7);
+			step(cur, csc, st + 3);
+		}
+	}
+#undef LOAD
+#undef KOFF
+	__syncthreads();
+	float *out = (float *)smem + kg * OS;
+#pragma unroll
+	for (int i = 0; i < MT16; i++)
+		wmma::store_matrix_sync(out + i * 16 * MMA_BN + wq * 16, acc[i], MMA_BN,
+					wmma::mem_row_major);
+	__syncthreads();
+	{
+		const float a = alpha[e];
+		const float *o0 = (const float *)smem, *o1 = o0 + OS;
+		y += (int64_t)g * y_group_stride;
+		for (int idx = t; idx < OS; idx += 256) {
+			int r = idx / MMA_BN, c = idx % MMA_BN;
+			if (r < m)
+				store_out(y + (int64_t)r * y_ld + n0 + c, (o0[idx] + o1[idx]) * a);
+		}
+	}
+}
+
+/* ===== first versions (kept as measured baselines; paths GEMV_V1/MMA_V1) =====
+ * gemv1: X read through L1 as bf16, one row per lane group, 2 chunks per
+ * lane; mma1: 4 warps, one K step in flight. */
+
+template <int MT, typename TY>
+static __global__ void __launch_bounds__(GEMV_WARPS * 32)
+nvfp4_gemv1_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		  const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		  const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
+		  int64_t k, int lpr, TY *__restrict__ y, int64_t y_ld,
+		  int64_t y_group_stride)
+{
+	const int g = blockIdx.y;
+	const int e = ids ? ids[g] : 0;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int sub = lane / lpr, l = lane % lpr;
+	const int64_t row = ((int64_t)blockIdx.x * GEMV_WARPS + warp) * (32 / lpr) + sub;
+	const int64_t chunks = k / 32;
+	float acc[MT];
+
+#pragma unroll
+	for (int i = 0; i < MT; i++)
+		acc[i] = 0.0f;
+	x += (int64_t)g * x_group_stride;
+	if (row < n) {
+		const uint8_t *P = packed + ((int64_t)e * n + row) * (k / 2);
+		const uint8_t *S = scales + ((int64_t)e * n + row) * (k / 16);
+		for (int64_t c = l; c < chunks; c += lpr) {
+			uint4 wv = __ldcs((const uint4 *)(P + c * 16));
+			uint32_t sc = *(const uint16_t *)(S + c * 2);
+			float s0 = lynn_e4m3_dev(sc & 0xff) * 0.5f;
+			float s1 = lynn_e4m3_dev(sc >> 8) * 0.5f;
+			float q[32];
+			lynn_e2m1x8_to_f32x2(wv.x, q);
+			lynn_e2m1x8_to_f32x2(wv.y, q + 8);
+			lynn_e2m1x8_to_f32x2(wv.z, q + 16);
+			lynn_e2m1x8_to_f32x2(wv.w, q + 24);
+#pragma unroll
+			for (int i = 0; i < MT; i++) {
+				if (i < m) {
+					const uint4 *xp = (const uint4 *)(x + (int64_t)i * k + c * 32);
+					float b0 = 0.0f, b1 = 0.0f;
+#pragma unroll
+					for (int v = 0; v < 4; v++) {
+						uint4 xv = __ldg(xp + v);
+						uint32_t xs[4] = { xv.x, xv.y, xv.z, xv.w };
+						float part = 0.0f;
+#pragma unroll
+						for (int j = 0; j < 4; j++) {
+							float x0 = __uint_as_float(xs[j] << 16);
+							float x1 = __uint_as_float(xs[j] & 0xffff0000u);
+							part = fmaf(q[v * 8 + 2 * j], x0, part);
+							part = fmaf(q[v * 8 + 2 * j + 1], x1, part);
+						}
+						if (v < 2)
+							b0 += part;
+						else
+							b1 += part;
+					}
+					acc[i] = fmaf(b0, s0, fmaf(b1, s1, acc[i]));
+				}
+			}
+		}
+	}
+#pragma unroll
+	for (int i = 0; i < MT; i++)
+		for (int off = lpr / 2; off > 0; off >>= 1)
+			acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], off);
+	if (row < n && l == 0) {
+		float a = alpha[e];
+		y += (int64_t)g * y_group_stride;
+#pragma unroll
+		for (int i = 0; i < MT; i++)
+			if (i < m)
+				store_out(y + (int64_t)i * y_ld + row, acc[i] * a);
+	}
+}
+
+template <int MT16, typename TY>
+static __global__ void __launch_bounds__(128)
+nvfp4_mma1_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
+		 int64_t k, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+{
+	__shared__ __align__(128) __nv_bfloat16 ws[MMA_BN * MMA_LD];
+	__shared__ __align__(128) __nv_bfloat16 xs[MT16 * 16 * MMA_LD];
+	__shared__ __align__(128) float out[MT16 * 16 * MMA_BN];
+	const int g = blockIdx.y;
+	const int e = ids ? ids[g] : 0;
+	const int t = threadIdx.x, warp = t >> 5;
+	const int64_t n0 = (int64_t)blockIdx.x * MMA_BN;
+	const int wrow = t >> 1, whalf = t & 1;
+	const uint8_t *P = packed + ((int64_t)e * n + n0 + wrow) * (k / 2) + whalf * 16;
+	const uint8_t *S = scales + ((int64_t)e * n + n0 + wrow) * (k / 16) + whalf * 2;
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[MT16];
+
+	x += (int64_t)g * x_group_stride;
+#pragma unroll
+	for (int i = 0; i < MT16; i++)
+		wmma::fill_fragment(acc[i], 0.0f);
+	for (int64_t k0 = 0; k0 < k; k0 += MMA_BK) {
+		/* weights: 32 elements per thread, dequantized to exact bf16 q*s */
+		uint4 wv = __ldcs((const uint4 *)(P + k0 / 2));
+		uint32_t sc = *(const uint16_t *)(S + k0 / 16);
+		uint32_t wd[4] = { wv.x, wv.y, wv.z, wv.w };
+		uint32_t packed_bf[16];
+#pragma unroll
+		for (int v = 0; v < 4; v++) {
+			float q[8];
+			float s = lynn_e4m3_dev(v < 2 ? (sc & 0xff) : (sc >> 8)) * 0.5f;
+			lynn_e2m1x8_to_f32x2(wd[v], q);
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				uint32_t lo = __float_as_uint(q[2 * j] * s);
+				uint32_t hi = __float_as_uint(q[2 * j + 1] * s);
+				packed_bf[v * 4 + j] = __byte_perm(lo, hi, 0x7632);
+			}
+		}
+		uint4 *wdst = (uint4 *)(ws + wrow * MMA_LD + whalf * 32);
+#pragma unroll
+		for (int v = 0; v < 4; v++)
+			wdst[v] = make_uint4(packed_bf[4 * v], packed_bf[4 * v + 1],
+					     packed_bf[4 * v + 2], packed_bf[4 * v + 3]);
+		/* activations: MT16*16 rows x 64 bf16 = 8 uint4 per row */
+#pragma unroll
+		for (int i = 0; i < MT16; i++) {
+			int idx = t + 128 * i, r = idx >> 3, c = idx & 7;
+			uint4 v = make_uint4(0, 0, 0, 0);
+			if (r < m)
+				v = __ldg((const uint4 *)(x + (int64_t)r * k + k0 + c * 8));
+			*(uint4 *)(xs + r * MMA_LD + c * 8) = v;
+		}
+		__syncthreads();
+#pragma unroll
+		for (int kk = 0; kk < MMA_BK; kk += 16) {
+			wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bf;
+			wmma::load_matrix_sync(bf, ws + warp * 16 * MMA_LD + kk, MMA_LD);
+#pragma unroll
+			for (int i = 0; i < MT16; i++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+					       wmma::row_major> af;
+				wmma::load_matrix_sync(af, xs + i * 16 * MMA_LD + kk, MMA_LD);
+				wmma::mma_sync(acc[i], af, bf, acc[i]);
+			}
+		}
+		__syncthreads();
+	}
+#pragma unroll
+	for (int i = 0; i < MT16; i++)
+		wmma::store_matrix_sync(out + i * 16 * MMA_BN + warp * 16, acc[i], MMA_BN,
+					wmma::mem_row_major);
+	__syncthreads();
+	{
+		float a = alpha[e];
+		y += (int64_t)g * y_group_stride;
+		for (int idx = t; idx < MT16 * 16 * MMA_BN; idx += 128) {
+			int r = idx / MMA_BN, c = idx % MMA_BN;
+			if (r < m)
+				store_out(y + (int64_t)r * y_ld + n0 + c, out[idx] * a);
+		}
+	}
+}
+
+/* ===== launchers ===== */
+
+static int lanes_per_row1(int64_t k);
+
+template <int MT, typename TY>
+static void launch_gemv1(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+			 const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
+			 int64_t ygs, cudaStream_t st)
+{
+	int lpr = lanes_per_row1(w->k);
+	int64_t rows_per_block = GEMV_WARPS * (32 / lpr);
+	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
+	nvfp4_gemv1_kernel<MT, TY><<<grid, GEMV_WARPS * 32, 0, st>>>(
+		w->d_packed, w->d_scales, w->d_alpha, ids, x, xgs, m, w->n, w->k, lpr, y, y_ld, ygs);
+}
+
+template <int MT16, typename TY>
+static void launch_mma1(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+			const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
+			int64_t ygs, cudaStream_t st)
+{
+	dim3 grid((unsigned)(w->n / MMA_BN), (unsigned)groups);
+	nvfp4_mma1_kernel<MT16, TY><<<grid, 128, 0, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids,
+							  x, xgs, m, w->n, w->k, y, y_ld, ygs);
+}
+
+/* X staged as f32: MT * K * 4 bytes of dynamic shared memory at most. */
+#define GEMV_MAX_SHM (96 * 1024)
+#define GEMV_SHM_PER_K 4.5 /* bytes per K element and row, with padding */
+
+static int lanes_per_row1(int64_t k)
+{
+	int64_t chunks = k / 32;
+	int l = 32;
+	while (l > 1 && l > chunks)
+		l >>= 1;
+	return l;
+}
+
+/* gemv: each lane takes 2 chunks of 32 per row per pass. */
+static int lanes_per_row(int64_t k)
+{
+	int64_t chunks = k / 32;
+	int l = 32;
+	while (l > 1 && 2 * l > chunks)
+		l >>= 1;
+	return l;
+}
+
+template <int MT, typename TY>
+static void launch_gemv(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+			const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
+			int64_t ygs, cudaStream_t st)
+{
+	int lpr = lanes_per_row(w->k);
+	int64_t rows_per_block = GEMV_WARPS * GEMV_RPW * (32 / lpr);
+	size_t shm = (size_t)MT * (size_t)(w->k / 32) * 36 * 4;
+	static bool raised;
+	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
+	if (shm > 48 * 1024 && !raised) {
+		cudaFuncSetAttribute(nvfp4_gemv_kernel<MT, TY>,
+				     cudaFuncAttributeMaxDynamicSharedMemorySize, GEMV_MAX_SHM);
+		raised = true;
+	}
+	nvfp4_gemv_kernel<MT, TY><<<grid, GEMV_WARPS * 32, shm, st>>>(
+		w->d_packed, w->d_scales, w->d_alpha, ids, x, xgs, m, w->n, w->k, lpr, y, y_ld, ygs);
+}
+
+template <int MT16, typename TY>
+static void launch_mma(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+		       const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
+		       int64_t ygs, cudaStream_t st)
+{
+	dim3 grid((unsigned)(w->n / MMA_BN), (unsigned)groups);
+	nvfp4_mma_kernel<MT16, TY><<<grid, 256, 0, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids, x,
+						      xgs, m, w->n, w->k, y, y_ld, ygs);
+}
+
+/* M below which the CUDA-core kernel wins (measured on the H200, see
+ * docs/benchmarks.md). */
+#define GEMV_MAX_M 2
+
+template <typename TY>
+static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+		   const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t ygs,
+		   enum lynn_cuda_path path, cudaStream_t st)
+{
+	int gmax = 8;
+	while (gmax > 1 && (int64_t)gmax * w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
+		gmax >>= 1;
+	const bool gv = path == LYNN_CUDA_PATH_GEMV || path == LYNN_CUDA_PATH_GEMV_V1;
+	if (path == LYNN_CUDA_PATH_GEMV_V1)
+		gmax = 8;
+	for (int m0 = 0; m0 < m; m0 += gv ? gmax : 64) {
+		int mm = m - m0;
+		const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
+		TY *ym = y + (int64_t)m0 * w->n;
+		if (path == LYNN_CUDA_PATH_GEMV_V1) {
+			if (mm > 8)
+				mm = 8;
+			if (mm == 1)
+				launch_gemv1<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mm == 2)
+				launch_gemv1<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mm <= 4)
+				launch_gemv1<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else
+				launch_gemv1<8>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+		} else if (path == LYNN_CUDA_PATH_MMA_V1) {
+			if (mm > 64)
+				mm = 64;
+			if (mm <= 16)
+				launch_mma1<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mm <= 32)
+				launch_mma1<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else
+				launch_mma1<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+		} else if (path == LYNN_CUDA_PATH_GEMV) {
+			if (mm > gmax)
+				mm = gmax;
+			if (mm == 1)
+				launch_gemv<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mm == 2)
+				launch_gemv<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mm <= 4)
+				launch_gemv<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else
+				launch_gemv<8>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+		} else {
+			if (mm > 64)
+				mm = 64;
+			if (mm <= 16)
+				launch_mma<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mm <= 32)
+				launch_mma<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else
+				launch_mma<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+		}
+	}
+}
+
+static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+	       const void *d_x, int64_t xgs, int m, void *d_y, enum lynn_cuda_out out,
+	       enum lynn_cuda_path path, lynn_stream_t stream, struct lynn_err *err)
+{
+	const __nv_bfloat16 *x = (const __nv_bfloat16 *)d_x;
+	cudaStream_t st = (cudaStream_t)stream;
+	int64_t ygs;
+	bool mma_ok;
+
+	if (!w || !w->d_packed || !w->d_scales || !w->d_alpha || !d_x || !d_y || m < 1 ||
+	    w->n < 1 || w->k < 32 || w->k % 32 || w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
+		return lynn_errf(err, -LYNN_EINVAL,
+				 "cuda: nvfp4 gemm: bad arguments (m %d, n %lld, k %lld; K %% 32 == 0)",
+				 m, (long long)(w ? w->n : 0), (long long)(w ? w->k : 0));
+	ygs = (int64_t)m * w->n;
+	mma_ok = w->n % MMA_BN == 0 && w->k % MMA_BK == 0;
+	if (path == LYNN_CUDA_PATH_AUTO)
+		path = (m <= GEMV_MAX_M || !mma_ok) ? LYNN_CUDA_PATH_GEMV : LYNN_CUDA_PATH_MMA;
+	if ((path == LYNN_CUDA_PATH_MMA || path == LYNN_CUDA_PATH_MMA_V1) && !mma_ok)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
+	if (out == LYNN_CUDA_OUT_F32)
+		launch(w, ids, groups, x, xgs, m, (float *)d_y, ygs, path, st);
+	else
+		launch(w, ids, groups, x, xgs, m, (__nv_bfloat16 *)d_y, ygs, path, st);
+	LYNN_CUDA_CHECK_LAUNCH();
+	return 0;
+}
+
+extern "C" int lynn_cuda_nvfp4_gemm_path(const struct lynn_cuda_nvfp4_weight *w, const void *d_x,
+					 int m, void *d_y, enum lynn_cuda_out out,
+					 enum lynn_cuda_path path, lynn_stream_t stream,
+					 struct lynn_err *err)
+{
+	return run(w, NULL, 1, d_x, 0, m, d_y, out, path, stream, err);
+}
+
+extern "C" int lynn_cuda_nvfp4_gemm(const struct lynn_cuda_nvfp4_weight *w, const void *d_x,
+				    int m, void *d_y, enum lynn_cuda_out out, lynn_stream_t stream,
+				    struct lynn_err *err)
+{
+	return run(w, NULL, 1, d_x, 0, m, d_y, out, LYNN_CUDA_PATH_AUTO, stream, err);
+}
+
+extern "C" int lynn_cuda_nvfp4_moe_gemm(const struct lynn_cuda_nvfp4_weight *w,
+					const int32_t *d_ids, int n_sel, const void *d_x,
+					int64_t x_group_stride, int m, void *d_y,
+					enum lynn_cuda_out out, enum lynn_cuda_path path,
+					lynn_stream_t stream, struct lynn_err *err)
+{
+	if (n_sel < 1 || !d_ids)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 moe: no experts selected");
+	return run(w, d_ids, n_sel, d_x, x_group_stride, m, d_y, out, path, stream, err);
+}
+
+/* ===== cuBLASLt BF16 ===== */
+
+
+#define LT_TRY(expr)                                                                      \
+	do {                                                                              \
+		cublasStatus_t s_ = (expr);                                               \
+		if (s_ != CUBLAS_STATUS_SUCCESS) {                                        \
+			rc = lynn_errf(err, -LYNN_ECUDA, "cublaslt: %s:%d: %s: status %d", \
+				       __FILE__, __LINE__, #expr, (int)s_);               \
+			goto out;                                                         \
+		}                                                                         \
+	} while (0)
+
+extern "C" struct lynn_cublas *lynn_cuda_blas_create(struct lynn_err *err)
+{
+	struct lynn_cublas *b = (struct lynn_cublas *)calloc(1, sizeof *b);
+	if (!b) {
+		lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
+		return NULL;
+	}
+	b->ws_size = 32u << 20;
+	if (cublasLtCreate(&b->h) != CUBLAS_STATUS_SUCCESS) {
+		lynn_errf(err, -LYNN_ECUDA, "cublaslt: cannot create a handle");
+		free(b);
+		return NULL;
+	}
+	if (cudaMalloc(&b->d_ws, b->ws_size) != cudaSuccess) {
+		lynn_errf(err, -LYNN_ECUDA, "cuda: cannot allocate the cublaslt workspace");
+		cublasLtDestroy(b->h);
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+extern "C" void lynn_cuda_blas_free(struct lynn_cublas *b)
+{
+	if (!b)
+		return;
+	cudaFree(b->d_ws);
+	cublasLtDestroy(b->h);
+	free(b);
+}
+
+extern "C" int lynn_cuda_bf16_gemm(struct lynn_cublas *b, const void *d_w, const void *d_x,
+				   int m, int64_t n, int64_t k, void *d_y, lynn_stream_t stream,
+				   struct lynn_err *err)
+{
+	cublasLtMatmulDesc_t op = NULL;
+	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasLtMatmulHeuristicResult_t heur;
+	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+	float one = 1.0f, zero = 0.0f;
+	int found = 0, rc = 0;
+
+	/* Column-major view: Y^T (N x M, ld N) = W (K x N, ld K)^T * X^T (K x M, ld K). */
+	LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+	LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, k));
+	LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k));
+	LT_TRY(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, (uint64_t)n, (uint64_t)m, n));
+	LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+	LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+						    &b->ws_size, sizeof b->ws_size));
+	LT_TRY(cublasLtMatmulAlgoGetHeuristic(b->h, op, la, lb, lc, lc, pref, 1, &heur, &found));
+	if (!found) {
+		rc = lynn_errf(err, -LYNN_EUNSUPPORTED, "cublaslt: no bf16 algorithm for %lldx%lldx%d",
+			       (long long)n, (long long)k, m);
+		goto out;
+	}
+	LT_TRY(cublasLtMatmul(b->h, op, &one, d_w, la, d_x, lb, &zero, d_y, lc, d_y, lc, &heur.algo,
+			      b->d_ws, b->ws_size, (cudaStream_t)stream));
+out:
+	if (pref)
+		cublasLtMatmulPreferenceDestroy(pref);
+	if (lc)
+		cublasLtMatrixLayoutDestroy(lc);
+	if (lb)
+		cublasLtMatrixLayoutDestroy(lb);
+	if (la)
+		cublasLtMatrixLayoutDestroy(la);
+	if (op)
+		cublasLtMatmulDescDestroy(op);
+	return rc;
+}
+
+extern "C" int lynn_cuda_device_cc(struct lynn_err *err)
+{
+	int dev, major, minor;
+	LYNN_CUDA_TRY(cudaGetDevice(&dev));
+	LYNN_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+	LYNN_CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+	return major * 10 + minor;
+}

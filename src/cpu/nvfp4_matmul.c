@@ -1,0 +1,271 @@
+/*
+ * nvfp4_matmul.c - CPU NVFP4 x f32 products (include/lynn/cpu_nvfp4.h).
+ *
+ * One 8-byte load of packed weights gives a block's 8 low nibbles (even k)
+ * and 8 high nibbles (odd k) as two vectors, decoded with a table permute
+ * and put back in k order with unpack + permute2f128 (once per block,
+ * shared by all activation rows). Block sums are scaled by the E4M3 block
+ * scale, the row sum by alpha: q*s is exact, so only f32 summation rounds.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#endif
+
+#include "lynn/cpu_nvfp4.h"
+#include "lynn/pool.h"
+
+/* E4M3 magnitude bits placed in an f32 give 2^-120 times the value
+ * (subnormals included); block scales are positive (checked on load). */
+static inline float e4m3_fast(uint8_t b)
+{
+	uint32_t u = (uint32_t)(b & 0x7f) << 20;
+	float f;
+	memcpy(&f, &u, 4);
+	return f * 0x1p120f;
+}
+
+int lynn_nvfp4_view_init(struct lynn_nvfp4_view *v, enum lynn_nvfp4_format f,
+			 const struct lynn_nvfp4_linear *L, int64_t e, struct lynn_err *err)
+{
+	int64_t ne = L->n_experts ? L->n_experts : 1;
+	float g;
+
+	if (!L->weight || !L->scale || !L->global || L->k % 16 || L->n < 1 ||
+	    L->weight->dtype != LYNN_DTYPE_U8 || L->scale->dtype != LYNN_DTYPE_F8_E4M3 ||
+	    L->global->dtype != LYNN_DTYPE_F32 || L->global->n_elems != ne ||
+	    L->weight->nbytes != (uint64_t)(ne * L->n * L->k / 2) ||
+	    L->scale->nbytes != (uint64_t)(ne * L->n * L->k / 16))
+		return lynn_errf(err, -LYNN_EFORMAT, "nvfp4: '%s': incomplete or misshapen linear",
+				 L->base);
+	if (e < 0 || e >= ne)
+		return lynn_errf(err, -LYNN_EINVAL, "nvfp4: '%s': expert %lld out of range",
+				 L->base, (long long)e);
+	memcpy(&g, (const uint8_t *)L->global->data + 4 * e, 4);
+	v->packed = (const uint8_t *)L->weight->data + e * L->n * L->k / 2;
+	v->scales = (const uint8_t *)L->scale->data + e * L->n * L->k / 16;
+	v->alpha = lynn_nvfp4_tensor_mult(f, g);
+	v->n = L->n;
+	v->k = L->k;
+	return 0;
+}
+
+/* ===== portable ===== */
+
+static void rows_scalar(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx,
+			int64_t n_tok, int64_t r0, int64_t r1, float *y, int64_t ldy, bool accumulate)
+{
+	const int64_t nb = w->k / 16;
+	for (int64_t r = r0; r < r1; r++) {
+		const uint8_t *P = w->packed + r * (w->k / 2), *S = w->scales + r * nb;
+		for (int64_t i = 0; i < n_tok; i++) {
+			const float *xr = x + i * ldx;
+			float acc = 0.0f;
+			for (int64_t b = 0; b < nb; b++) {
+				float t = 0.0f;
+				for (int j = 0; j < 8; j++) {
+					uint8_t byte = P[b * 8 + j];
+					t += lynn_e2m1_to_f32(byte & 15) * xr[b * 16 + 2 * j];
+					t += lynn_e2m1_to_f32(byte >> 4) * xr[b * 16 + 2 * j + 1];
+				}
+				acc += t * e4m3_fast(S[b]);
+			}
+			acc *= w->alpha;
+			if (accumulate)
+				y[i * ldy + r] += acc;
+			else
+				y[i * ldy + r] = acc;
+		}
+	}
+}
+
+/* ===== AVX2 + FMA ===== */
+
+#ifdef HAVE_X86
+__attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"))) static void
+rows_avx2(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t n_tok, int64_t r0,
+	  int64_t r1, float *y, int64_t ldy, bool accumulate)
+{
+	const int64_t nb = w->k / 16, k = w->k;
+	const __m256 tbl = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+	const __m256i nib = _mm256_set1_epi32(15), sgn = _mm256_set1_epi32((int)0x80000000u);
+
+	for (int64_t r = r0; r < r1; r++) {
+		const uint8_t *P = w->packed + r * (k / 2), *S = w->scales + r * nb;
+		for (int64_t i0 = 0; i0 < n_tok; i0 += 4) {
+			int mm = n_tok - i0 < 4 ? (int)(n_tok - i0) : 4;
+			__m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(),
+					  _mm256_setzero_ps(), _mm256_setzero_ps() };
+			for (int64_t b = 0; b < nb; b++) {
+				long long bytes;
+				memcpy(&bytes, P + b * 8, 8);
+				__m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+				__m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi32(v, 4);
+				__m256 qlo = _mm256_permutevar8x32_ps(tbl, lo);
+				__m256 qhi = _mm256_permutevar8x32_ps(tbl, hi);
+				qlo = _mm256_xor_ps(qlo, _mm256_castsi256_ps(_mm256_and_si256(
+								_mm256_slli_epi32(lo, 28), sgn)));
+				qhi = _mm256_xor_ps(qhi, _mm256_castsi256_ps(_mm256_and_si256(
+								_mm256_slli_epi32(hi, 28), sgn)));
+				/* back to k order: (0..3|8..11), (4..7|12..15) -> 0..7, 8..15 */
+				__m256 ul = _mm256_unpacklo_ps(qlo, qhi), uh = _mm256_unpackhi_ps(qlo, qhi);
+				__m256 q0 = _mm256_permute2f128_ps(ul, uh, 0x20);
+				__m256 q1 = _mm256_permute2f128_ps(ul, uh, 0x31);
+				__m256 s = _mm256_set1_ps(e4m3_fast(S[b]));
+				for (int j = 0; j < mm; j++) {
+					const float *xr = x + (i0 + j) * ldx + b * 16;
+					__m256 t = _mm256_mul_ps(q1, _mm256_loadu_ps(xr + 8));
+					t = _mm256_fmadd_ps(q0, _mm256_loadu_ps(xr), t);
+					acc[j] = _mm256_fmadd_ps(t, s, acc[j]);
+				}
+			}
+			for (int j = 0; j < mm; j++) {
+				float v = hsum256(acc[j]) * w->alpha;
+				if (accumulate)
+					y[(i0 + j) * ldy + r] += v;
+				else
+					y[(i0 + j) * ldy + r] = v;
+			}
+		}
+	}
+}
+
+/* Many tokens (prefill): decode a chunk of a row once into f32 (q*s, exact)
+ * and reuse it for up to 64 tokens, instead of decoding per 4 tokens. */
+#define WCHUNK 1024
+#define TGROUP 64
+__attribute__((target("avx2,fma"))) static void
+rows_avx2_many(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t n_tok,
+	       int64_t r0, int64_t r1, float *y, int64_t ldy, bool accumulate)
+{
+	const int64_t k = w->k;
+	const __m256 tbl = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+	const __m256i nib = _mm256_set1_epi32(15), sgn = _mm256_set1_epi32((int)0x80000000u);
+	float wbuf[WCHUNK] __attribute__((aligned(32)));
+	float sums[TGROUP];
+
+	for (int64_t r = r0; r < r1; r++) {
+		const uint8_t *P = w->packed + r * (k / 2), *S = w->scales + r * (k / 16);
+		for (int64_t t0 = 0; t0 < n_tok; t0 += TGROUP) {
+			int64_t nt = n_tok - t0 < TGROUP ? n_tok - t0 : TGROUP;
+			for (int64_t t = 0; t < nt; t++)
+				sums[t] = 0.0f;
+			for (int64_t c0 = 0; c0 < k; c0 += WCHUNK) {
+				int64_t len = k - c0 < WCHUNK ? k - c0 : WCHUNK;
+				for (int64_t b = 0; b < len / 16; b++) {
+					long long bytes;
+					memcpy(&bytes, P + (c0 + b * 16) / 2, 8);
+					__m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+					__m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi32(v, 4);
+					__m256 qlo = _mm256_permutevar8x32_ps(tbl, lo);
+					__m256 qhi = _mm256_permutevar8x32_ps(tbl, hi);
+					qlo = _mm256_xor_ps(qlo, _mm256_castsi256_ps(_mm256_and_si256(
+									_mm256_slli_epi32(lo, 28), sgn)));
+					qhi = _mm256_xor_ps(qhi, _mm256_castsi256_ps(_mm256_and_si256(
+									_mm256_slli_epi32(hi, 28), sgn)));
+					__m256 ul = _mm256_unpacklo_ps(qlo, qhi), uh = _mm256_unpackhi_ps(qlo, qhi);
+					__m256 s = _mm256_set1_ps(e4m3_fast(S[(c0 + b * 16) / 16]));
+					_mm256_store_ps(wbuf + b * 16,
+							_mm256_mul_ps(_mm256_permute2f128_ps(ul, uh, 0x20), s));
+					_mm256_store_ps(wbuf + b * 16 + 8,
+							_mm256_mul_ps(_mm256_permute2f128_ps(ul, uh, 0x31), s));
+				}
+				for (int64_t t = 0; t < nt; t++) {
+					const float *xr = x + (t0 + t) * ldx + c0;
+					__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+					for (int64_t j = 0; j < len; j += 16) {
+						a0 = _mm256_fmadd_ps(_mm256_load_ps(wbuf + j), _mm256_loadu_ps(xr + j), a0);
+						a1 = _mm256_fmadd_ps(_mm256_load_ps(wbuf + j + 8),
+								     _mm256_loadu_ps(xr + j + 8), a1);
+					}
+					sums[t] += hsum256(_mm256_add_ps(a0, a1));
+				}
+			}
+			for (int64_t t = 0; t < nt; t++) {
+				float v = sums[t] * w->alpha;
+				if (accumulate)
+					y[(t0 + t) * ldy + r] += v;
+				else
+					y[(t0 + t) * ldy + r] = v;
+			}
+		}
+	}
+}
+#endif
+
+bool lynn_cpu_nvfp4_simd(void)
+{
+#ifdef HAVE_X86
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+	return false;
+#endif
+}
+
+void lynn_cpu_nvfp4_rows(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx,
+			 int64_t n_tok, int64_t r0, int64_t r1, float *y, int64_t ldy,
+			 bool accumulate)
+{
+#ifdef HAVE_X86
+	if (lynn_cpu_nvfp4_simd()) {
+		if (n_tok > 4)
+			rows_avx2_many(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
+		else
+			rows_avx2(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
+		return;
+	}
+#endif
+	rows_scalar(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
+}
+
+void lynn_cpu_nvfp4_matmul_ref(const struct lynn_nvfp4_view *w, const float *x, int64_t m,
+			       float *y)
+{
+	rows_scalar(w, x, w->k, m, 0, w->n, y, w->n, false);
+}
+
+struct job {
+	const struct lynn_nvfp4_view *w;
+	const float *x;
+	int64_t m, chunk;
+	float *y;
+};
+
+static void run_chunk(void *ud, int64_t i, int tid)
+{
+	const struct job *j = ud;
+	int64_t r0 = i * j->chunk, r1 = r0 + j->chunk;
+	(void)tid;
+	if (r1 > j->w->n)
+		r1 = j->w->n;
+	lynn_cpu_nvfp4_rows(j->w, j->x, j->w->k, j->m, r0, r1, j->y, j->w->n, false);
+}
+
+int lynn_cpu_nvfp4_matmul(const struct lynn_nvfp4_view *w, const float *x, int64_t m, float *y,
+			  struct lynn_pool *pool, struct lynn_err *err)
+{
+	struct job j;
+
+	if (w->k % 16 || w->n < 1 || m < 1)
+		return lynn_errf(err, -LYNN_EINVAL, "nvfp4: matmul: bad shape n %lld k %lld m %lld",
+				 (long long)w->n, (long long)w->k, (long long)m);
+	j.w = w;
+	j.x = x;
+	j.m = m;
+	j.y = y;
+	j.chunk = 64;
+	lynn_pool_run(pool, (w->n + j.chunk - 1) / j.chunk, run_chunk, &j);
+	return 0;
+}

@@ -1,0 +1,695 @@
+/*
+ * bench_cuda_nvfp4.cu - correctness and speed of kernels/nvfp4_*.cu on one
+ * GPU. Self-contained (nvcc + cuBLASLt + the plain-C twins in src/), so it
+ * builds on a machine without lynn's other dependencies:
+ *   sh tests/bench/cuda_nvfp4.sh OUTDIR
+ *
+ * Correctness (every call on fresh random inputs, output poisoned with NaN
+ * first): each NVFP4 kernel path and the CPU twin against an f64 reference
+ * computed from the format's definition; pass when the relative L2 error and
+ * the max error / max |ref| are both <= TOL_F32 (f32 output) or TOL_BF16
+ * (bf16 output, whose rounding alone is up to 2^-9 relative).
+ * Speed: achieved weight bandwidth against the measured device copy
+ * bandwidth, and the time against BF16 cuBLASLt, for the Qwen3.6-35B-A3B
+ * shapes at M = 1, 4, 16, 64 (weights cycled through more copies than the
+ * L2 holds).
+ */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+extern "C" {
+#include "lynn/cpu_nvfp4.h"
+#include "lynn/nvfp4.h"
+}
+#include "lynn_cuda.h"
+
+/* Relative error of an f32-output kernel vs the f64 reference: f32
+ * accumulation over K <= 2048 terms of exact products stays near 1e-6. */
+#define TOL_F32 1e-3
+/* bf16 output: the final rounding is up to 2^-9 relative per element. */
+#define TOL_BF16 4e-3
+
+#define CK(x)                                                                              \
+	do {                                                                               \
+		cudaError_t e_ = (x);                                                      \
+		if (e_ != cudaSuccess) {                                                   \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,         \
+				cudaGetErrorString(e_));                                   \
+			exit(3);                                                           \
+		}                                                                          \
+	} while (0)
+#define LY(x)                                                                              \
+	do {                                                                               \
+		struct lynn_err e_ = { 0, { 0 } };                                         \
+		int r_ = (x);                                                              \
+		if (r_) {                                                                  \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, e_.msg); \
+			exit(3);                                                           \
+		}                                                                          \
+	} while (0)
+
+static FILE *jout;
+static int n_fail, n_pass;
+
+/* ===== random ===== */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+static float frand(void) { return (float)((rnd() >> 11) * 0x1p-53) * 2.0f - 1.0f; }
+
+static uint16_t bf16_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	u += 0x7fff + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+static float bf16_f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+struct hweight {
+	int64_t e, n, k;
+	std::vector<uint8_t> packed, scales;
+	std::vector<float> alpha;
+};
+
+static void make_weight(hweight &w, int64_t e, int64_t n, int64_t k)
+{
+	w.e = e;
+	w.n = n;
+	w.k = k;
+	w.packed.resize((size_t)(e * n * k / 2));
+	w.scales.resize((size_t)(e * n * k / 16));
+	w.alpha.resize((size_t)e);
+	for (auto &b : w.packed)
+		b = (uint8_t)rnd();
+	for (auto &s : w.scales)
+		s = (uint8_t)(0x20 + rnd() % 0x30); /* 0.125 .. ~7: realistic, finite */
+	for (auto &a : w.alpha)
+		a = (float)(1e-3 * (1.0 + (rnd() % 1000) / 100.0));
+}
+
+struct dweight {
+	uint8_t *p, *s;
+	float *a;
+	struct lynn_cuda_nvfp4_weight v;
+};
+
+static dweight upload(const hweight &w)
+{
+	dweight d;
+	CK(cudaMalloc(&d.p, w.packed.size()));
+	CK(cudaMalloc(&d.s, w.scales.size()));
+	CK(cudaMalloc(&d.a, w.alpha.size() * 4));
+	CK(cudaMemcpy(d.p, w.packed.data(), w.packed.size(), cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(d.s, w.scales.data(), w.scales.size(), cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(d.a, w.alpha.data(), w.alpha.size() * 4, cudaMemcpyHostToDevice));
+	d.v.d_packed = d.p;
+	d.v.d_scales = d.s;
+	d.v.d_alpha = d.a;
+	d.v.n = w.n;
+	d.v.k = w.k;
+	d.v.n_experts = w.e;
+	return d;
+}
+static void dfree(dweight &d)
+{
+	cudaFree(d.p);
+	cudaFree(d.s);
+	cudaFree(d.a);
+}
+
+/* f64 reference of row r of expert e against x (k floats). */
+static double ref_dot(const hweight &w, int64_t e, int64_t r, const float *x)
+{
+	const uint8_t *P = &w.packed[(size_t)((e * w.n + r) * (w.k / 2))];
+	const uint8_t *S = &w.scales[(size_t)((e * w.n + r) * (w.k / 16))];
+	double acc = 0;
+	for (int64_t i = 0; i < w.k; i++) {
+		uint8_t nib = (i & 1) ? P[i / 2] >> 4 : P[i / 2] & 15;
+		acc += (double)lynn_e2m1_to_f32(nib) * (double)lynn_e4m3_to_f32(S[i / 16]) *
+		       (double)x[i];
+	}
+	return acc * (double)w.alpha[(size_t)e];
+}
+
+struct errstat {
+	double se = 0, sr = 0, maxe = 0, maxr = 0;
+	bool bad = false;
+	void add(double y, double r)
+	{
+		if (!isfinite(y))
+			bad = true;
+		se += (y - r) * (y - r);
+		sr += r * r;
+		maxe = fmax(maxe, fabs(y - r));
+		maxr = fmax(maxr, fabs(r));
+	}
+	double rel() const { return sr > 0 ? sqrt(se / sr) : sqrt(se); }
+	double relmax() const { return maxr > 0 ? maxe / maxr : maxe; }
+};
+
+static void verdict(const char *what, const errstat &st, double tol)
+{
+	bool ok = !st.bad && st.rel() <= tol && st.relmax() <= tol;
+	printf("%-58s rel_l2 %.2e rel_max %.2e %s\n", what, st.rel(), st.relmax(),
+	       ok ? "PASS" : "FAIL");
+	fprintf(jout,
+		"{\"check\":\"%s\",\"rel_l2\":%.3e,\"rel_max\":%.3e,\"tol\":%.1e,\"nan\":%s,"
+		"\"pass\":%s}\n",
+		what, st.rel(), st.relmax(), tol, st.bad ? "true" : "false", ok ? "true" : "false");
+	ok ? n_pass++ : n_fail++;
+}
+
+/* One dense correctness case: all paths, both output types, plus the CPU twin. */
+static void check_dense(int64_t n, int64_t k, int m, int64_t sample_rows)
+{
+	hweight w;
+	make_weight(w, 1, n, k);
+	dweight d = upload(w);
+	std::vector<float> x((size_t)(m * k));
+	std::vector<uint16_t> xb(x.size());
+	for (size_t i = 0; i < x.size(); i++) {
+		xb[i] = bf16_bits(frand());
+		x[i] = bf16_f(xb[i]);
+	}
+	void *dx, *dy;
+	CK(cudaMalloc(&dx, xb.size() * 2));
+	CK(cudaMalloc(&dy, (size_t)(m * n) * 4));
+	CK(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
+	std::vector<int64_t> rows;
+	int64_t step = n / sample_rows > 1 ? n / sample_rows : 1;
+	for (int64_t r = rnd() % step; r < n; r += step)
+		rows.push_back(r);
+	rows.push_back(n - 1);
+	std::vector<double> ref(rows.size() * (size_t)m);
+	for (size_t ri = 0; ri < rows.size(); ri++)
+		for (int i = 0; i < m; i++)
+			ref[ri * m + i] = ref_dot(w, 0, rows[ri], &x[(size_t)(i * k)]);
+
+	enum lynn_cuda_path paths[5] = { LYNN_CUDA_PATH_AUTO, LYNN_CUDA_PATH_GEMV,
+					 LYNN_CUDA_PATH_MMA, LYNN_CUDA_PATH_GEMV_V1,
+					 LYNN_CUDA_PATH_MMA_V1 };
+	const char *pname[5] = { "auto", "gemv", "mma", "gemv1", "mma1" };
+	for (int pi = 0; pi < 5; pi++) {
+		if ((paths[pi] == LYNN_CUDA_PATH_MMA || paths[pi] == LYNN_CUDA_PATH_MMA_V1) &&
+		    (n % 64 || k % 64))
+			continue;
+		for (int out = 0; out < 2; out++) {
+			std::vector<float> y((size_t)(m * n));
+			std::vector<uint16_t> yb((size_t)(m * n));
+			CK(cudaMemset(dy, 0xff, (size_t)(m * n) * 4)); /* poison: NaN */
+			LY(lynn_cuda_nvfp4_gemm_path(&d.v, dx, m, dy, (enum lynn_cuda_out)out,
+						     paths[pi], NULL, &e_));
+			CK(cudaDeviceSynchronize());
+			errstat st;
+			bool anynan = false;
+			if (out == LYNN_CUDA_OUT_F32) {
+				CK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
+				for (float v : y)
+					anynan |= !isfinite(v);
+				for (size_t ri = 0; ri < rows.size(); ri++)
+					for (int i = 0; i < m; i++)
+						st.add(y[(size_t)(i * n + rows[ri])], ref[ri * m + i]);
+			} else {
+				CK(cudaMemcpy(yb.data(), dy, yb.size() * 2, cudaMemcpyDeviceToHost));
+				for (uint16_t v : yb)
+					anynan |= !isfinite(bf16_f(v));
+				for (size_t ri = 0; ri < rows.size(); ri++)
+					for (int i = 0; i < m; i++)
+						st.add(bf16_f(yb[(size_t)(i * n + rows[ri])]),
+						       ref[ri * m + i]);
+			}
+			st.bad |= anynan;
+			char what[128];
+			snprintf(what, sizeof what, "nvfp4 %s %s n=%lld k=%lld m=%d", pname[pi],
+				 out ? "f32" : "bf16", (long long)n, (long long)k, m);
+			verdict(what, st, out ? TOL_F32 : TOL_BF16);
+		}
+	}
+	/* the CPU twin on the same rows */
+	{
+		struct lynn_nvfp4_view v = { w.packed.data(), w.scales.data(), w.alpha[0], n, k };
+		std::vector<float> yfull((size_t)(m * n), NAN);
+		errstat st;
+		for (size_t ri = 0; ri < rows.size(); ri++) {
+			lynn_cpu_nvfp4_rows(&v, x.data(), k, m, rows[ri], rows[ri] + 1, yfull.data(), n,
+					    false);
+			for (int i = 0; i < m; i++)
+				st.add(yfull[(size_t)(i * n + rows[ri])], ref[ri * m + i]);
+		}
+		char what[128];
+		snprintf(what, sizeof what, "cpu twin (%s) n=%lld k=%lld m=%d",
+			 lynn_cpu_nvfp4_simd() ? "avx2" : "scalar", (long long)n, (long long)k, m);
+		verdict(what, st, TOL_F32);
+	}
+	cudaFree(dx);
+	cudaFree(dy);
+	dfree(d);
+}
+
+static void check_moe(int64_t e, int64_t n, int64_t k, int m, bool shared_x)
+{
+	hweight w;
+	make_weight(w, e, n, k);
+	dweight d = upload(w);
+	const int nsel = 5;
+	int32_t ids[nsel];
+	for (int g = 0; g < nsel; g++)
+		ids[g] = (int32_t)(rnd() % e);
+	ids[3] = ids[0]; /* a repeated expert */
+	int64_t xs = shared_x ? 0 : (int64_t)m * k;
+	std::vector<float> x((size_t)((shared_x ? 1 : nsel) * m * k));
+	std::vector<uint16_t> xb(x.size());
+	for (size_t i = 0; i < x.size(); i++) {
+		xb[i] = bf16_bits(frand());
+		x[i] = bf16_f(xb[i]);
+	}
+	void *dx, *dy, *did;
+	CK(cudaMalloc(&dx, xb.size() * 2));
+	CK(cudaMalloc(&dy, (size_t)(nsel * m * n) * 4));
+	CK(cudaMalloc(&did, sizeof ids));
+	CK(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(did, ids, sizeof ids, cudaMemcpyHostToDevice));
+	for (int pi = 1; pi <= 4; pi++) {
+		if ((pi == 2 || pi == 4) && (n % 64 || k % 64))
+			continue;
+		std::vector<float> y((size_t)(nsel * m * n));
+		CK(cudaMemset(dy, 0xff, y.size() * 4));
+		LY(lynn_cuda_nvfp4_moe_gemm(&d.v, (const int32_t *)did, nsel, dx, xs, m, dy,
+					    LYNN_CUDA_OUT_F32, (enum lynn_cuda_path)pi, NULL, &e_));
+		CK(cudaDeviceSynchronize());
+		CK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
+		errstat st;
+		for (int g = 0; g < nsel; g++)
+			for (int i = 0; i < m; i++)
+				for (int64_t r = 0; r < n; r++)
+					st.add(y[(size_t)((g * m + i) * n + r)],
+					       ref_dot(w, ids[g], r,
+						       &x[(size_t)(g * xs + i * k)]));
+		char what[128];
+		static const char *pn[5] = { "auto", "gemv", "mma", "gemv1", "mma1" };
+		snprintf(what, sizeof what, "moe %s E=%lld n=%lld k=%lld m=%d x=%s", pn[pi], (long long)e, (long long)n, (long long)k, m,
+			 shared_x ? "shared" : "per-expert");
+		verdict(what, st, TOL_F32);
+	}
+	cudaFree(dx);
+	cudaFree(dy);
+	cudaFree(did);
+	dfree(d);
+}
+
+/* The swizzled scale layout and the activation quantizer (the parts of the
+ * Blackwell path that run on any GPU). */
+static void check_fp4_helpers(void)
+{
+	const int64_t rows = 200, k = 96; /* pads rows to 256, scale cols 6 -> 8 */
+	std::vector<uint8_t> s((size_t)(rows * k / 16));
+	for (auto &b : s)
+		b = (uint8_t)(1 + rnd() % 0x7e);
+	int64_t nb = lynn_cuda_fp4_swizzled_bytes(rows, k);
+	uint8_t *ds, *dz;
+	CK(cudaMalloc(&ds, s.size()));
+	CK(cudaMalloc(&dz, (size_t)nb));
+	CK(cudaMemcpy(ds, s.data(), s.size(), cudaMemcpyHostToDevice));
+	LY(lynn_cuda_fp4_swizzle_scales(ds, rows, k, dz, NULL, &e_));
+	std::vector<uint8_t> z((size_t)nb);
+	CK(cudaMemcpy(z.data(), dz, z.size(), cudaMemcpyDeviceToHost));
+	int64_t cp = (k / 16 + 3) / 4 * 4, bad = 0;
+	for (int64_t r = 0; r < 256; r++)
+		for (int64_t c = 0; c < cp; c++) {
+			/* weight-formats.md §3.4, written out independently */
+			int64_t off = (((r / 128) * (cp / 4) + c / 4) * 32 + r % 32) * 16 +
+				      4 * ((r % 128) / 32) + c % 4;
+			uint8_t want = (r < rows && c < k / 16) ? s[(size_t)(r * (k / 16) + c)] : 0;
+			bad += z[(size_t)off] != want;
+		}
+	printf("%-58s %lld mismatches %s\n", "fp4 scale swizzle (128x4 atoms)", (long long)bad,
+	       bad ? "FAIL" : "PASS");
+	fprintf(jout, "{\"check\":\"fp4 swizzle\",\"mismatches\":%lld,\"pass\":%s}\n",
+		(long long)bad, bad ? "false" : "true");
+	bad ? n_fail++ : n_pass++;
+
+	/* activation quantizer vs the C codecs */
+	const int m = 3;
+	std::vector<uint16_t> xb((size_t)(m * k));
+	for (auto &v : xb)
+		v = bf16_bits(frand() * 3.0f);
+	float xa = 0.01f;
+	void *dx;
+	uint8_t *dq, *dqs;
+	int64_t qsb = lynn_cuda_fp4_swizzled_bytes(m, k);
+	CK(cudaMalloc(&dx, xb.size() * 2));
+	CK(cudaMalloc(&dq, (size_t)(m * k / 2)));
+	CK(cudaMalloc(&dqs, (size_t)qsb));
+	CK(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
+	LY(lynn_cuda_fp4_quant_act(dx, m, k, xa, dq, dqs, NULL, &e_));
+	std::vector<uint8_t> q((size_t)(m * k / 2)), qs((size_t)qsb);
+	CK(cudaMemcpy(q.data(), dq, q.size(), cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(qs.data(), dqs, qs.size(), cudaMemcpyDeviceToHost));
+	bad = 0;
+	for (int r = 0; r < m; r++)
+		for (int64_t b = 0; b < k / 16; b++) {
+			float v[16], amax = 0;
+			for (int j = 0; j < 16; j++) {
+				v[j] = bf16_f(xb[(size_t)(r * k + b * 16 + j)]) * (1.0f / xa);
+				amax = fmaxf(amax, fabsf(v[j]));
+			}
+			uint8_t sc = lynn_f32_to_e4m3(fminf(amax / 6.0f, 448.0f));
+			float sf = lynn_e4m3_to_f32(sc);
+			int64_t off = ((0 * (cp / 4) + b / 4) * 32 + r % 32) * 16 + 4 * ((r % 128) / 32) +
+				      b % 4;
+			bad += qs[(size_t)off] != sc;
+			for (int j = 0; j < 8; j++) {
+				uint8_t lo = sf > 0 ? lynn_f32_to_e2m1(v[2 * j] / sf) : 0;
+				uint8_t hi = sf > 0 ? lynn_f32_to_e2m1(v[2 * j + 1] / sf) : 0;
+				bad += q[(size_t)(r * k / 2 + b * 8 + j)] != (uint8_t)(lo | hi << 4);
+			}
+		}
+	printf("%-58s %lld mismatches %s\n", "fp4 activation quantizer vs C codecs", (long long)bad,
+	       bad ? "FAIL" : "PASS");
+	fprintf(jout, "{\"check\":\"fp4 quant_act\",\"mismatches\":%lld,\"pass\":%s}\n",
+		(long long)bad, bad ? "false" : "true");
+	bad ? n_fail++ : n_pass++;
+	cudaFree(ds);
+	cudaFree(dz);
+	cudaFree(dx);
+	cudaFree(dq);
+	cudaFree(dqs);
+}
+
+/* ===== speed ===== */
+
+static double copy_bw(void)
+{
+	size_t sz = (size_t)1 << 30;
+	void *a, *b;
+	cudaEvent_t e0, e1;
+	float ms;
+	CK(cudaMalloc(&a, sz));
+	CK(cudaMalloc(&b, sz));
+	CK(cudaMemset(a, 1, sz));
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	for (int i = 0; i < 3; i++)
+		CK(cudaMemcpyAsync(b, a, sz, cudaMemcpyDeviceToDevice));
+	CK(cudaEventRecord(e0));
+	for (int i = 0; i < 10; i++)
+		CK(cudaMemcpyAsync(b, a, sz, cudaMemcpyDeviceToDevice));
+	CK(cudaEventRecord(e1));
+	CK(cudaEventSynchronize(e1));
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	cudaFree(a);
+	cudaFree(b);
+	return 2.0 * sz * 10 / (ms * 1e-3);
+}
+
+template <typename F> static double time_us(F f, int iters)
+{
+	cudaEvent_t e0, e1;
+	float ms;
+	for (int i = 0; i < 5; i++)
+		f(i);
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	CK(cudaEventRecord(e0));
+	for (int i = 0; i < iters; i++)
+		f(i);
+	CK(cudaEventRecord(e1));
+	CK(cudaEventSynchronize(e1));
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	CK(cudaGetLastError());
+	return ms * 1e3 / iters;
+}
+
+static void *dev_random(size_t bytes)
+{
+	std::vector<uint8_t> h(bytes);
+	for (size_t i = 0; i + 8 <= bytes; i += 8) {
+		uint64_t r = rnd();
+		memcpy(&h[i], &r, 8);
+	}
+	void *d;
+	CK(cudaMalloc(&d, bytes));
+	CK(cudaMemcpy(d, h.data(), bytes, cudaMemcpyHostToDevice));
+	return d;
+}
+
+/* bf16 random values in [-1,1] (valid numbers, unlike random bytes) */
+static void *dev_bf16(size_t n)
+{
+	std::vector<uint16_t> h(n);
+	for (auto &v : h)
+		v = bf16_bits(frand());
+	void *d;
+	CK(cudaMalloc(&d, n * 2));
+	CK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
+	return d;
+}
+
+static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
+			struct lynn_cublas *blas)
+{
+	const size_t fp4_bytes = (size_t)(n * k / 2 + n * k / 16);
+	const size_t bf_bytes = (size_t)(n * k * 2);
+	const size_t target = (size_t)400 << 20; /* well past the 60 MB L2 */
+	int nc4 = (int)((target + fp4_bytes - 1) / fp4_bytes), ncb = (int)((target + bf_bytes - 1) / bf_bytes);
+	std::vector<dweight> w4((size_t)nc4);
+	std::vector<void *> wb((size_t)ncb);
+	hweight hw;
+	make_weight(hw, 1, 64, k); /* scales/alpha pattern source only */
+	for (int c = 0; c < nc4; c++) {
+		w4[c].p = (uint8_t *)dev_random((size_t)(n * k / 2));
+		std::vector<uint8_t> s((size_t)(n * k / 16));
+		for (auto &b : s)
+			b = (uint8_t)(0x20 + rnd() % 0x30);
+		CK(cudaMalloc(&w4[c].s, s.size()));
+		CK(cudaMemcpy(w4[c].s, s.data(), s.size(), cudaMemcpyHostToDevice));
+		CK(cudaMalloc(&w4[c].a, 4));
+		CK(cudaMemcpy(w4[c].a, hw.alpha.data(), 4, cudaMemcpyHostToDevice));
+		w4[c].v = { w4[c].p, w4[c].s, w4[c].a, n, k, 1 };
+	}
+	for (int c = 0; c < ncb; c++)
+		wb[c] = dev_bf16((size_t)(n * k));
+	void *dx = dev_bf16((size_t)(64 * k)), *dy;
+	CK(cudaMalloc(&dy, (size_t)(64 * n) * 4));
+	int ms[4] = { 1, 4, 16, 64 };
+	for (int mi = 0; mi < 4; mi++) {
+		int m = ms[mi];
+		double t[5], tb;
+		for (int p = 0; p < 5; p++) {
+			if ((p == 2 || p == 4) && (n % 64 || k % 64)) {
+				t[p] = NAN;
+				continue;
+			}
+			t[p] = time_us([&](int i) {
+				LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
+							     LYNN_CUDA_OUT_BF16,
+							     (enum lynn_cuda_path)p, NULL, &e_));
+			}, 50);
+		}
+		tb = time_us([&](int i) {
+			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, NULL, &e_));
+		}, 50);
+		double bw = fp4_bytes / (t[0] * 1e-6);
+		printf("%-10s M=%-3d nvfp4 auto %8.1f us (gemv %7.1f mma %7.1f gemv1 %7.1f mma1 %7.1f) "
+		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt %7.1f us (%5.0f GB/s) | %.2fx\n",
+		       name, m, t[0], t[1], t[2], t[3], t[4], bw / 1e9, 100 * bw / copybw, tb,
+		       bf_bytes / (tb * 1e-6) / 1e9, tb / t[0]);
+		fprintf(jout,
+			"{\"bench\":\"%s\",\"n\":%lld,\"k\":%lld,\"m\":%d,\"us_auto\":%.2f,"
+			"\"us_gemv\":%.2f,\"us_mma\":%.2f,\"us_gemv1\":%.2f,\"us_mma1\":%.2f,"
+			"\"us_bf16\":%.2f,\"gbps\":%.1f,\"frac_copy\":%.3f,\"speedup\":%.3f}\n",
+			name, (long long)n, (long long)k, m, t[0], t[1], isnan(t[2]) ? -1.0 : t[2], t[3],
+			isnan(t[4]) ? -1.0 : t[4], tb,
+			bw / 1e9, bw / copybw, tb / t[0]);
+		fflush(stdout);
+	}
+	for (auto &d : w4)
+		dfree(d);
+	for (void *p : wb)
+		cudaFree(p);
+	cudaFree(dx);
+	cudaFree(dy);
+}
+
+/* One MoE layer's routed experts: gate_up (2048 -> 2x512) then down
+ * (512 -> 2048) over the U experts a batch of M tokens selects (uniform
+ * routing: U = 8, 30, 102, 222; performance-anchors.md §4), each expert
+ * seeing round(8M/U) tokens. */
+static void bench_moe(double copybw, struct lynn_cublas *blas)
+{
+	const int64_t E = 256, H = 2048, I = 512;
+	const size_t gu4 = (size_t)(2 * I * H / 2 + 2 * I * H / 16), dn4 = (size_t)(H * I / 2 + H * I / 16);
+	hweight dummy;
+	make_weight(dummy, E, 1, 32);
+	dweight gu, dn;
+	gu.p = (uint8_t *)dev_random((size_t)(E * 2 * I * H / 2));
+	gu.s = (uint8_t *)dev_random((size_t)(E * 2 * I * H / 16));
+	dn.p = (uint8_t *)dev_random((size_t)(E * H * I / 2));
+	dn.s = (uint8_t *)dev_random((size_t)(E * H * I / 16));
+	/* random scale bytes may be NaN codes: clear the high bit pattern to
+	 * keep timing data finite (values do not matter for timing) */
+	CK(cudaMemset(gu.s, 0x38, (size_t)(E * 2 * I * H / 16)));
+	CK(cudaMemset(dn.s, 0x38, (size_t)(E * H * I / 16)));
+	CK(cudaMalloc(&gu.a, E * 4));
+	CK(cudaMalloc(&dn.a, E * 4));
+	CK(cudaMemcpy(gu.a, dummy.alpha.data(), E * 4, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(dn.a, dummy.alpha.data(), E * 4, cudaMemcpyHostToDevice));
+	gu.v = { gu.p, gu.s, gu.a, 2 * I, H, E };
+	dn.v = { dn.p, dn.s, dn.a, H, I, E };
+	void *bgu = dev_bf16((size_t)(E * 2 * I * H)), *bdn = dev_bf16((size_t)(E * H * I));
+	void *dx = dev_bf16((size_t)(64 * 8 * H)), *dh = dev_bf16((size_t)(64 * 8 * 2 * I)), *dy;
+	CK(cudaMalloc(&dy, (size_t)(64 * 8 * H) * 4));
+	int ms[4] = { 1, 4, 16, 64 }, us[4] = { 8, 30, 102, 222 };
+	const int nsets = 16;
+	for (int mi = 0; mi < 4; mi++) {
+		int m = ms[mi], u = us[mi];
+		int t = (int)lround(8.0 * m / u);
+		if (t < 1)
+			t = 1;
+		std::vector<int32_t> ids((size_t)(nsets * u));
+		std::vector<std::vector<int32_t>> hsets((size_t)nsets);
+		for (int s = 0; s < nsets; s++) {
+			std::vector<int32_t> perm((size_t)E);
+			for (int i = 0; i < E; i++)
+				perm[(size_t)i] = i;
+			for (int i = 0; i < u; i++) {
+				int j = i + (int)(rnd() % (uint64_t)(E - i));
+				std::swap(perm[(size_t)i], perm[(size_t)j]);
+				ids[(size_t)(s * u + i)] = perm[(size_t)i];
+			}
+			hsets[(size_t)s].assign(perm.begin(), perm.begin() + u);
+		}
+		int32_t *did;
+		CK(cudaMalloc(&did, ids.size() * 4));
+		CK(cudaMemcpy(did, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+		double tp[5];
+		for (int p = 0; p < 5; p++)
+			tp[p] = time_us([&](int i) {
+				const int32_t *sel = did + (i % nsets) * u;
+				LY(lynn_cuda_nvfp4_moe_gemm(&gu.v, sel, u, dx, m == 1 ? 0 : (int64_t)t * H,
+							    t, dh, LYNN_CUDA_OUT_BF16,
+							    (enum lynn_cuda_path)p, NULL, &e_));
+				LY(lynn_cuda_nvfp4_moe_gemm(&dn.v, sel, u, dh, (int64_t)t * I, t, dy,
+							    LYNN_CUDA_OUT_BF16,
+							    (enum lynn_cuda_path)p, NULL, &e_));
+			}, 30);
+		double tb = time_us([&](int i) {
+			const std::vector<int32_t> &set = hsets[(size_t)(i % nsets)];
+			for (int g = 0; g < u; g++) {
+				const char *wg = (const char *)bgu + (size_t)set[(size_t)g] * 2 * I * H * 2;
+				const char *wd = (const char *)bdn + (size_t)set[(size_t)g] * H * I * 2;
+				LY(lynn_cuda_bf16_gemm(blas, wg, (const char *)dx + (size_t)(m == 1 ? 0 : g * t * H) * 2,
+						       t, 2 * I, H, (char *)dh + (size_t)g * t * 2 * I * 2,
+						       NULL, &e_));
+				LY(lynn_cuda_bf16_gemm(blas, wd, (const char *)dh + (size_t)g * t * I * 2, t, H, I,
+						       (char *)dy + (size_t)g * t * H * 2, NULL, &e_));
+			}
+		}, 10);
+		double bytes = (double)u * (gu4 + dn4);
+		double bw = bytes / (tp[0] * 1e-6);
+		printf("moe M=%-3d U=%-3d t=%d nvfp4 auto %8.1f us (gemv %7.1f mma %7.1f gemv1 %7.1f mma1 %7.1f) "
+		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt per-expert %8.1f us | %.2fx\n",
+		       m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], bw / 1e9, 100 * bw / copybw, tb,
+		       tb / tp[0]);
+		fprintf(jout,
+			"{\"bench\":\"moe\",\"m\":%d,\"experts\":%d,\"tokens_per_expert\":%d,"
+			"\"us_auto\":%.2f,\"us_gemv\":%.2f,\"us_mma\":%.2f,\"us_gemv1\":%.2f,"
+			"\"us_mma1\":%.2f,\"us_bf16_loop\":%.2f,\"gbps\":%.1f,\"frac_copy\":%.3f,"
+			"\"speedup\":%.3f}\n",
+			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tb, bw / 1e9, bw / copybw, tb / tp[0]);
+		fflush(stdout);
+		cudaFree(did);
+	}
+	dfree(gu);
+	dfree(dn);
+	cudaFree(bgu);
+	cudaFree(bdn);
+	cudaFree(dx);
+	cudaFree(dh);
+	cudaFree(dy);
+}
+
+int main(int argc, char **argv)
+{
+	const char *out = argc > 1 ? argv[1] : ".";
+	char path[1024];
+	cudaDeviceProp prop;
+	bool quick = argc > 2 && !strcmp(argv[2], "--check-only");
+
+	snprintf(path, sizeof path, "%s/bench_cuda_nvfp4.jsonl", out);
+	jout = fopen(path, "w");
+	if (!jout) {
+		perror(path);
+		return 3;
+	}
+	CK(cudaGetDeviceProperties(&prop, 0));
+	printf("device: %s, cc %d.%d, %d SMs, L2 %d MB\n", prop.name, prop.major, prop.minor,
+	       prop.multiProcessorCount, prop.l2CacheSize >> 20);
+	fprintf(jout, "{\"device\":\"%s\",\"cc\":%d}\n", prop.name, prop.major * 10 + prop.minor);
+
+	/* correctness */
+	int mlist[] = { 1, 2, 3, 5, 8, 16, 17, 33, 64, 65 };
+	for (int m : mlist)
+		check_dense(128, 256, m, 1 << 30);
+	check_dense(192, 96, 3, 1 << 30);   /* K % 64 != 0: gemv only */
+	check_dense(64, 32, 2, 1 << 30);    /* smallest K */
+	for (int m : { 1, 4, 16, 64 }) {
+		check_dense(8192, 2048, m, 512);
+		check_dense(1024, 2048, m, 512);
+		check_dense(2048, 512, m, 512);
+		check_dense(248320, 2048, m, 256);
+	}
+	check_moe(8, 128, 256, 1, true);
+	check_moe(8, 128, 256, 3, false);
+	check_moe(16, 64, 512, 17, false);
+	check_fp4_helpers();
+	{
+		struct lynn_err e = { 0, { 0 } };
+		struct lynn_cublas *b = lynn_cuda_blas_create(&e);
+		int rc = b ? lynn_cuda_fp4_gemm(b, NULL, NULL, NULL, NULL, 1.0f, 1, 64, 64, NULL, NULL, &e) : -1;
+		bool ok = prop.major >= 10 || rc == -LYNN_EUNSUPPORTED;
+		printf("%-58s rc %d (%s) %s\n", "fp4 gemm refused below cc 10", rc, e.msg,
+		       ok ? "PASS" : "FAIL");
+		ok ? n_pass++ : n_fail++;
+		lynn_cuda_blas_free(b);
+	}
+	printf("correctness: %d passed, %d failed\n", n_pass, n_fail);
+	fprintf(jout, "{\"correctness_pass\":%d,\"correctness_fail\":%d}\n", n_pass, n_fail);
+	fflush(stdout);
+	if (!quick) {
+		struct lynn_err e = { 0, { 0 } };
+		struct lynn_cublas *blas = lynn_cuda_blas_create(&e);
+		double cbw = copy_bw();
+		if (!blas) {
+			fprintf(stderr, "%s\n", e.msg);
+			return 3;
+		}
+		printf("copy bandwidth (read+write): %.0f GB/s\n", cbw / 1e9);
+		fprintf(jout, "{\"copy_gbps\":%.1f}\n", cbw / 1e9);
+		bench_dense("in_proj_qkv", 8192, 2048, cbw, blas);
+		bench_moe(cbw, blas);
+		bench_dense("lm_head", 248320, 2048, cbw, blas);
+		lynn_cuda_blas_free(blas);
+	}
+	fclose(jout);
+	return n_fail ? 1 : 0;
+}
