@@ -46,10 +46,12 @@ enum lynn_cuda_out {
 /* Kernel choice for lynn_cuda_nvfp4_gemm_path (benchmarks and tests). */
 enum lynn_cuda_path {
 	LYNN_CUDA_PATH_AUTO = 0,
-	LYNN_CUDA_PATH_GEMV = 1,  /* CUDA cores, dequant in registers, M <= 8 */
+	LYNN_CUDA_PATH_GEMV = 1,  /* CUDA cores, dequant in registers, M <= 8 per launch */
 	LYNN_CUDA_PATH_MMA = 2,   /* BF16 tensor cores (wmma), tiles of 64 rows */
 	LYNN_CUDA_PATH_GEMV_V1 = 3, /* first versions, kept as baselines */
 	LYNN_CUDA_PATH_MMA_V1 = 4,
+	LYNN_CUDA_PATH_TC = 5,    /* BF16 mma.sync, weights as the m16 operand; K <= 5112 */
+	LYNN_CUDA_PATH_TC2 = 6,   /* tc with a cp.async weight pipeline; K <= 4152 */
 };
 
 /* Y[M,N] (bf16 or f32 per `out`) = X[M,K] (bf16) * W^T; M >= 1 (any M
@@ -60,6 +62,10 @@ int lynn_cuda_nvfp4_gemm(const struct lynn_cuda_nvfp4_weight *w, const void *d_x
 int lynn_cuda_nvfp4_gemm_path(const struct lynn_cuda_nvfp4_weight *w, const void *d_x, int m,
 			      void *d_y, enum lynn_cuda_out out, enum lynn_cuda_path path,
 			      lynn_stream_t stream, struct lynn_err *err);
+
+/* Benchmark hook: K groups (warps splitting K, 1/2/4/8) in the tc kernel's
+ * blocks; 0 restores the built-in choice. Not thread-safe; not for callers. */
+void lynn_cuda_nvfp4_tc_tune(int kgroups);
 
 /* Grouped MoE: for each of n_sel selected experts g (d_ids[g] in [0,E)),
  * Y[g] (M x N, at d_y + g*M*N) = X[g] (M x K) * W[d_ids[g]]^T, where X[g] is at

@@ -2,7 +2,7 @@
  * nvfp4_gemm.cu - NVFP4 weight x BF16 activation products for sm_90
  * (kernels/lynn_cuda.h), plus the BF16 cuBLASLt GEMM for large M.
  *
- * Both NVFP4 kernels read the checkpoint layout as it is (no repacking) and
+ * The NVFP4 kernels read the checkpoint layout as it is (no repacking) and
  * dequantize in registers: q*s is exact in f32 and in bf16 (E2M1 has 2
  * significant bits, E4M3 4), so the only rounding is the f32 accumulation;
  * the tensor multiplier alpha is applied once at the end.
@@ -13,8 +13,13 @@
  *    rows; each K step of 64 dequantizes a 64x64 tile into shared memory
  *    (one 16-byte load per thread) and multiplies it with the M x 64
  *    activation tile (M padded to 16).
- * Both take an optional expert-id list (grid.y = selected experts) so the
- * grouped MoE call is the same kernels.
+ *  - tc / tc2: BF16 mma.sync m16n8k16 with the weights as the 16-row operand
+ *    and the tokens as the 8-column one (see the comment at nvfp4_tc_kernel);
+ *    tc2 streams the weights through a per-warp cp.async ring. AUTO uses tc2
+ *    for M <= 16 and the wmma path above.
+ * All take an optional expert-id list (grid.y = selected experts) so the
+ * grouped MoE call is the same kernels: one launch for every selected
+ * expert's gate/up (the fused [2I, H] weight), one for down.
  * CPU twin: src/cpu/nvfp4_matmul.c.
  */
 #include <cublasLt.h>
@@ -294,6 +299,350 @@ nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	}
 }
 
+/* ===== tc (BF16 tensor cores via mma.sync m16n8k16, dequant in registers) =====
+ * The weight is the m16 operand A (16 weight rows), the tokens are the n8
+ * operand B (8 tokens per n-tile; M = 1 uses one column), so the decode cost
+ * per weight does not grow with M up to 8 and the MMA replaces the per-element
+ * FMAs. A warp's unit of work is 16 rows x a "span" of 128 K: lane (g, c)
+ * loads 16 bytes (32 elements) of rows g and g+8 at K offset 32c and the two
+ * scale bytes of each, and feeds them to 8 MMAs (4 elements per row each).
+ * The K order inside an MMA is permuted identically for A and B, which a dot
+ * product does not see. Decode (exact): a byte_perm table gives 64 + 2q per
+ * nibble (sign through prmt's sign-replicate select), a second byte_perm
+ * makes the bf16 value 192 + 2q, and one bf16x2 FMA with (s/2, -96s) yields
+ * q*s exactly (every intermediate has <= 8 significant bits and stays
+ * normal). The 8 warps of a block split K (KG groups) and/or rows (8/KG),
+ * partial sums are reduced in shared memory; X (this call's tokens, whole K)
+ * sits in shared memory; all of a warp's weight loads (up to 4 spans) are
+ * issued before X is staged. */
+
+/* spans (128 K) per warp per batch: 8 x 16-byte loads in flight at M <= 8,
+ * fewer for more tokens (registers) */
+#define TC_SB (MT8 == 1 ? 4 : MT8 == 2 ? 2 : 1)
+
+static __device__ __forceinline__ uint32_t lynn_prmt(uint32_t a, uint32_t b, uint32_t s)
+{
+	uint32_t d;
+	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+	return d;
+}
+
+static __device__ __forceinline__ uint32_t lynn_bf16x2_fma(uint32_t a, uint32_t b, uint32_t c)
+{
+	uint32_t d;
+	asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+
+/* 4 nibbles (low 16 bits of h) -> bf16x2 (q0 s, q1 s) and (q2 s, q3 s);
+ * sc = bf16x2 (s/2, s/2), sh = bf16x2 (-96 s, -96 s). */
+static __device__ __forceinline__ void lynn_tc_dec4(uint32_t h, uint32_t sc, uint32_t sh,
+						    uint32_t &w0, uint32_t &w1)
+{
+	const uint32_t sel = h & 0x7777u;
+	const uint32_t p = lynn_prmt(0x43424140u, 0x4C484644u, sel); /* 64 + 2|q| */
+	const uint32_t n = lynn_prmt(0x3D3E3F40u, 0x34383A3Cu, sel); /* 64 - 2|q| */
+	/* selector msb (the nibble's sign) set -> 0xFF (sign of 0x80 replicated),
+	 * clear -> 0x80; bit 7 of p and n is 0 so both pick the right byte */
+	const uint32_t msk = lynn_prmt(0x80808080u, 0x80808080u, h);
+	const uint32_t b = (msk & n) | (~msk & p);
+	w0 = lynn_bf16x2_fma(lynn_prmt(b, 0x43u, 0x4140u), sc, sh);
+	w1 = lynn_bf16x2_fma(lynn_prmt(b, 0x43u, 0x4342u), sc, sh);
+}
+
+static __device__ __forceinline__ void lynn_mma_bf16(float *c, uint32_t a0, uint32_t a1,
+						     uint32_t a2, uint32_t a3, uint32_t b0,
+						     uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+		     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* scale byte -> (s/2, s/2) and (-96 s, -96 s) as bf16x2 (exact) */
+static __device__ __forceinline__ void lynn_tc_scale(uint32_t byte, uint32_t &sc, uint32_t &sh)
+{
+	const float s = lynn_e4m3_dev(byte);
+	__nv_bfloat162 a = __floats2bfloat162_rn(s * 0.5f, s * 0.5f);
+	__nv_bfloat162 b = __floats2bfloat162_rn(s * -96.0f, s * -96.0f);
+	sc = *(uint32_t *)&a;
+	sh = *(uint32_t *)&b;
+}
+
+template <int MT8, typename TY>
+static __global__ void __launch_bounds__(256, MT8 <= 4 ? 2 : 1)
+nvfp4_tc_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
+		int64_t k, int kg_n, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+{
+	extern __shared__ uint4 tc_sh4[];
+	__nv_bfloat16 *xs = (__nv_bfloat16 *)tc_sh4;
+	const int64_t xld = k + 8; /* elements; +16 bytes against bank repeats */
+	const int g = blockIdx.y;
+	const int e = ids ? ids[g] : 0;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int gq = lane >> 2, c = lane & 3;
+	const int rg = warp / kg_n, kgi = warp % kg_n;
+	const int64_t rA = ((int64_t)blockIdx.x * (8 / kg_n) + rg) * 16 + gq, rB = rA + 8;
+	const int nspans = (int)((k + 127) / 128);
+	const uint8_t *P = packed + (int64_t)e * n * (k / 2);
+	const uint8_t *S = scales + (int64_t)e * n * (k / 16);
+	float acc[MT8][4];
+	uint4 wa[TC_SB], wb[TC_SB];
+	uint32_t sa[TC_SB], sb[TC_SB];
+
+#pragma unroll
+	for (int t = 0; t < MT8; t++)
+		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+	auto load = [&](int sp0) {
+#pragma unroll
+		for (int u = 0; u < TC_SB; u++) {
+			const int sp = sp0 + u * kg_n;
+			const int64_t kk = (int64_t)sp * 128 + 32 * c;
+			const bool kv = sp < nspans && kk < k;
+			wa[u] = wb[u] = make_uint4(0, 0, 0, 0);
+			sa[u] = sb[u] = 0;
+			if (kv && rA < n) {
+				wa[u] = __ldcs((const uint4 *)(P + rA * (k / 2) + kk / 2));
+				sa[u] = __ldcs((const uint16_t *)(S + rA * (k / 16) + kk / 16));
+			}
+			if (kv && rB < n) {
+				wb[u] = __ldcs((const uint4 *)(P + rB * (k / 2) + kk / 2));
+				sb[u] = __ldcs((const uint16_t *)(S + rB * (k / 16) + kk / 16));
+			}
+		}
+	};
+	load(kgi);
+	/* stage X (m rows of this call, whole K) while the weights are in flight */
+	x += (int64_t)g * x_group_stride;
+	{
+		const int mm = m < MT8 * 8 ? m : MT8 * 8;
+		const int64_t per_row = k / 8; /* 16-byte pieces */
+		for (int64_t i = threadIdx.x; i < (int64_t)mm * per_row; i += blockDim.x) {
+			const int64_t r = i / per_row, q = i % per_row;
+			*(uint4 *)(xs + r * xld + q * 8) = __ldg((const uint4 *)(x + r * k + q * 8));
+		}
+	}
+	__syncthreads();
+	for (int sp0 = kgi;; ) {
+#pragma unroll
+		for (int u = 0; u < TC_SB; u++) {
+			const int sp = sp0 + u * kg_n;
+			const int64_t kk = (int64_t)sp * 128 + 32 * c;
+			const bool kv = sp < nspans && kk < k;
+			uint32_t scA[2], shA[2], scB[2], shB[2];
+			lynn_tc_scale(sa[u] & 0xffu, scA[0], shA[0]);
+			lynn_tc_scale(sa[u] >> 8, scA[1], shA[1]);
+			lynn_tc_scale(sb[u] & 0xffu, scB[0], shB[0]);
+			lynn_tc_scale(sb[u] >> 8, scB[1], shB[1]);
+			const uint32_t wA[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w };
+			const uint32_t wB[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				uint32_t a0, a1, a2, a3;
+				const int sh = 16 * (j & 1);
+				lynn_tc_dec4(wA[j >> 1] >> sh, scA[j >> 2], shA[j >> 2], a0, a2);
+				lynn_tc_dec4(wB[j >> 1] >> sh, scB[j >> 2], shB[j >> 2], a1, a3);
+#pragma unroll
+				for (int t = 0; t < MT8; t++) {
+					const int tok = t * 8 + gq;
+					uint2 bv = make_uint2(0, 0);
+					if (kv && tok < m)
+						bv = *(const uint2 *)(xs + tok * xld + kk + 4 * j);
+					lynn_mma_bf16(acc[t], a0, a1, a2, a3, bv.x, bv.y);
+				}
+			}
+		}
+		sp0 += TC_SB * kg_n;
+		if (sp0 >= nspans)
+			break;
+		load(sp0); /* K > 4096 with 8 K-groups: one more batch, not overlapped */
+	}
+	/* reduce the K groups */
+	__syncthreads();
+	float *red = (float *)tc_sh4;
+	if (kg_n > 1) {
+#pragma unroll
+		for (int t = 0; t < MT8; t++)
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				red[((warp * MT8 + t) * 4 + i) * 32 + lane] = acc[t][i];
+		__syncthreads();
+		if (kgi != 0)
+			return;
+		for (int w2 = 1; w2 < kg_n; w2++)
+#pragma unroll
+			for (int t = 0; t < MT8; t++)
+#pragma unroll
+				for (int i = 0; i < 4; i++)
+					acc[t][i] += red[(((warp + w2) * MT8 + t) * 4 + i) * 32 + lane];
+	}
+	{
+		const float a = alpha[e];
+		y += (int64_t)g * y_group_stride;
+#pragma unroll
+		for (int t = 0; t < MT8; t++)
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				const int tok = t * 8 + 2 * c + (i & 1);
+				const int64_t row = i < 2 ? rA : rB;
+				if (tok < m && row < n)
+					store_out(y + (int64_t)tok * y_ld + row, acc[t][i] * a);
+			}
+	}
+}
+
+/* ===== tc2: the tc kernel with a per-warp cp.async pipeline =====
+ * Same operand mapping and exact decode as tc. Each lane streams its own two
+ * 16-byte pieces per span through a private TC2_NST-stage ring in shared
+ * memory (cp.async.cg, zero-filled outside the matrix), so up to
+ * TC2_NST - 1 spans per warp are in flight while one is decoded and
+ * multiplied; the scale bytes ride along in a register ring. A lane reads
+ * back only what it copied itself, so no block barrier is needed in the
+ * loop. Two accumulator sets halve the MMA dependency chain. */
+
+#define TC2_NST 6
+
+static __device__ __forceinline__ void lynn_cp16(void *dst, const void *src, bool valid)
+{
+	const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
+		     "r"(valid ? 16 : 0));
+}
+
+template <int MT8, typename TY>
+static __global__ void __launch_bounds__(256, 2)
+nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
+		 int64_t k, int kg_n, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+{
+	extern __shared__ uint4 tc_sh4[];
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	/* [warp][stage][row A/B][lane] 16-byte pieces, then X */
+	uint4 *ring = tc_sh4 + (size_t)warp * TC2_NST * 64;
+	__nv_bfloat16 *xs = (__nv_bfloat16 *)(tc_sh4 + 8 * TC2_NST * 64);
+	const int64_t xld = k + 8;
+	const int g = blockIdx.y;
+	const int e = ids ? ids[g] : 0;
+	const int gq = lane >> 2, c = lane & 3;
+	const int rg = warp / kg_n, kgi = warp % kg_n;
+	const int64_t rA = ((int64_t)blockIdx.x * (8 / kg_n) + rg) * 16 + gq, rB = rA + 8;
+	const int nspans = (int)((k + 127) / 128);
+	const int my = kgi < nspans ? (nspans - kgi + kg_n - 1) / kg_n : 0;
+	const uint8_t *P = packed + (int64_t)e * n * (k / 2);
+	const uint8_t *S = scales + (int64_t)e * n * (k / 16);
+	const bool okA = rA < n, okB = rB < n;
+	const uint8_t *PA = P + (okA ? rA : 0) * (k / 2), *PB = P + (okB ? rB : 0) * (k / 2);
+	const uint8_t *SA = S + (okA ? rA : 0) * (k / 16), *SB = S + (okB ? rB : 0) * (k / 16);
+	float acc[2][MT8][4];
+	uint32_t sra[TC2_NST], srb[TC2_NST];
+
+#pragma unroll
+	for (int h = 0; h < 2; h++)
+#pragma unroll
+		for (int t = 0; t < MT8; t++)
+			acc[h][t][0] = acc[h][t][1] = acc[h][t][2] = acc[h][t][3] = 0.0f;
+	/* local span i -> K offset of this lane's piece */
+	auto issue = [&](int i, int slot) {
+		const int sp = kgi + i * kg_n;
+		const int64_t kk = (int64_t)sp * 128 + 32 * c;
+		const bool kv = i < my && kk < k;
+		lynn_cp16(ring + slot * 64 + lane, PA + (kv ? kk / 2 : 0), kv && okA);
+		lynn_cp16(ring + slot * 64 + 32 + lane, PB + (kv ? kk / 2 : 0), kv && okB);
+		sra[slot] = kv && okA ? __ldcs((const uint16_t *)(SA + kk / 16)) : 0u;
+		srb[slot] = kv && okB ? __ldcs((const uint16_t *)(SB + kk / 16)) : 0u;
+		asm volatile("cp.async.commit_group;" ::: "memory");
+	};
+#pragma unroll
+	for (int s = 0; s < TC2_NST - 1; s++)
+		issue(s, s);
+	x += (int64_t)g * x_group_stride;
+	{
+		const int mm = m < MT8 * 8 ? m : MT8 * 8;
+		const int per_row = (int)(k / 8);
+		for (int i = threadIdx.x; i < mm * per_row; i += blockDim.x) {
+			const int r = i / per_row, q = i - r * per_row;
+			*(uint4 *)(xs + r * xld + q * 8) = __ldg((const uint4 *)(x + (int64_t)r * k + q * 8));
+		}
+	}
+	__syncthreads();
+	for (int base = 0; base < my; base += TC2_NST) {
+#pragma unroll
+		for (int st = 0; st < TC2_NST; st++) {
+			const int i = base + st;
+			if (i >= my)
+				break;
+			issue(i + TC2_NST - 1, (st + TC2_NST - 1) % TC2_NST);
+			asm volatile("cp.async.wait_group %0;" ::"n"(TC2_NST - 1) : "memory");
+			const int64_t kk = (int64_t)(kgi + i * kg_n) * 128 + 32 * c;
+			const bool kv = kk < k;
+			const uint4 va = ring[st * 64 + lane], vb = ring[st * 64 + 32 + lane];
+			uint32_t scA[2], shA[2], scB[2], shB[2];
+			lynn_tc_scale(sra[st] & 0xffu, scA[0], shA[0]);
+			lynn_tc_scale(sra[st] >> 8, scA[1], shA[1]);
+			lynn_tc_scale(srb[st] & 0xffu, scB[0], shB[0]);
+			lynn_tc_scale(srb[st] >> 8, scB[1], shB[1]);
+			const uint32_t wA[4] = { va.x, va.y, va.z, va.w };
+			const uint32_t wB[4] = { vb.x, vb.y, vb.z, vb.w };
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				uint32_t a0, a1, a2, a3;
+				const int sh = 16 * (j & 1);
+				lynn_tc_dec4(wA[j >> 1] >> sh, scA[j >> 2], shA[j >> 2], a0, a2);
+				lynn_tc_dec4(wB[j >> 1] >> sh, scB[j >> 2], shB[j >> 2], a1, a3);
+#pragma unroll
+				for (int t = 0; t < MT8; t++) {
+					const int tok = t * 8 + gq;
+					uint2 bv = make_uint2(0, 0);
+					if (kv && tok < m)
+						bv = *(const uint2 *)(xs + tok * xld + kk + 4 * j);
+					lynn_mma_bf16(acc[j & 1][t], a0, a1, a2, a3, bv.x, bv.y);
+				}
+			}
+		}
+	}
+	asm volatile("cp.async.wait_group 0;" ::: "memory");
+#pragma unroll
+	for (int t = 0; t < MT8; t++)
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			acc[0][t][q] += acc[1][t][q];
+	__syncthreads();
+	float *red = (float *)tc_sh4;
+	if (kg_n > 1) {
+#pragma unroll
+		for (int t = 0; t < MT8; t++)
+#pragma unroll
+			for (int q = 0; q < 4; q++)
+				red[((warp * MT8 + t) * 4 + q) * 32 + lane] = acc[0][t][q];
+		__syncthreads();
+		if (kgi != 0)
+			return;
+		for (int w2 = 1; w2 < kg_n; w2++)
+#pragma unroll
+			for (int t = 0; t < MT8; t++)
+#pragma unroll
+				for (int q = 0; q < 4; q++)
+					acc[0][t][q] += red[(((warp + w2) * MT8 + t) * 4 + q) * 32 + lane];
+	}
+	{
+		const float a = alpha[e];
+		y += (int64_t)g * y_group_stride;
+#pragma unroll
+		for (int t = 0; t < MT8; t++)
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				const int tok = t * 8 + 2 * c + (q & 1);
+				const int64_t row = q < 2 ? rA : rB;
+				if (tok < m && row < n)
+					store_out(y + (int64_t)tok * y_ld + row, acc[0][t][q] * a);
+			}
+	}
+}
+
 /* ===== first versions (kept as measured baselines; paths GEMV_V1/MMA_V1) =====
  * gemv1: X read through L1 as bf16, one row per lane group, 2 chunks per
  * lane; mma1: 4 warps, one K step in flight. */
@@ -536,9 +885,115 @@ static void launch_mma(const struct lynn_cuda_nvfp4_weight *w, const int32_t *id
 						      xgs, m, w->n, w->k, y, y_ld, ygs);
 }
 
+/* tc: K groups per block (a power of two <= 8 and <= the span count), the
+ * rest of the 8 warps take 16 more rows each. */
+static int tc_kg_override; /* 0, or a benchmark's choice (lynn_cuda_nvfp4_tc_tune) */
+
+extern "C" void lynn_cuda_nvfp4_tc_tune(int kgroups) { tc_kg_override = kgroups; }
+
+/* The fewest K groups (so the most rows per block and the longest weight
+ * stream per warp) that still give >= 1.5 blocks per multiprocessor: the
+ * K-group sweep on the H200 (docs/benchmarks.md) found 4 best for 2048 ->
+ * 8192 (one full wave of 256 blocks) and 1 for lm_head. */
+static int tc_kgroups(int64_t n, int64_t k, int groups)
+{
+	static int sms;
+	int64_t spans = (k + 127) / 128;
+	int kg = 1;
+	if (tc_kg_override)
+		return tc_kg_override;
+	if (!sms) {
+		int dev = 0;
+		cudaGetDevice(&dev);
+		if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+			sms = 132;
+	}
+	while (kg < 8 && kg * 2 <= spans &&
+	       ((n + 16 * (8 / kg) - 1) / (16 * (8 / kg))) * groups * 2 < 3 * (int64_t)sms)
+		kg *= 2;
+	return kg;
+}
+
+static size_t tc_smem(int mt8, int64_t k)
+{
+	size_t xb = (size_t)mt8 * 8 * (size_t)(k + 8) * 2, rb = (size_t)mt8 * 4096;
+	return xb > rb ? xb : rb;
+}
+
+/* tokens per tc launch: the largest of 8/16/32/64 that the call needs and
+ * whose X fits TC_MAX_SHM (more passes over the weights beyond that) */
+#define TC_MAX_SHM (80 * 1024)
+
+static int tc_mt8(int m, int64_t k)
+{
+	int mt8 = 1;
+	while (mt8 < 8 && mt8 * 8 < m && tc_smem(mt8 * 2, k) <= TC_MAX_SHM)
+		mt8 *= 2;
+	return mt8;
+}
+
+template <int MT8, typename TY>
+static void launch_tc(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+		      const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld, int64_t ygs,
+		      cudaStream_t st)
+{
+	const int kg = tc_kgroups(w->n, w->k, groups);
+	const int64_t rows_per_block = 16 * (8 / kg);
+	const size_t shm = tc_smem(MT8, w->k);
+	static bool raised;
+	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
+	if (shm > 48 * 1024 && !raised) {
+		cudaFuncSetAttribute(nvfp4_tc_kernel<MT8, TY>,
+				     cudaFuncAttributeMaxDynamicSharedMemorySize, TC_MAX_SHM);
+		raised = true;
+	}
+	nvfp4_tc_kernel<MT8, TY><<<grid, 256, shm, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids,
+							x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
+}
+
+static size_t tc2_smem(int mt8, int64_t k)
+{
+	return (size_t)8 * TC2_NST * 64 * 16 + (size_t)mt8 * 8 * (size_t)(k + 8) * 2;
+}
+
+/* two blocks per multiprocessor */
+#define TC2_MAX_SHM (113 * 1024)
+
+static int tc2_mt8(int m, int64_t k)
+{
+	int mt8 = 1;
+	while (mt8 < 8 && mt8 * 8 < m && tc2_smem(mt8 * 2, k) <= TC2_MAX_SHM)
+		mt8 *= 2;
+	return mt8;
+}
+
+template <int MT8, typename TY>
+static void launch_tc2(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+		       const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
+		       int64_t ygs, cudaStream_t st)
+{
+	const int kg = tc_kgroups(w->n, w->k, groups);
+	const int64_t rows_per_block = 16 * (8 / kg);
+	const size_t shm = tc2_smem(MT8, w->k);
+	static bool raised;
+	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
+	if (!raised) {
+		cudaFuncSetAttribute(nvfp4_tc2_kernel<MT8, TY>,
+				     cudaFuncAttributeMaxDynamicSharedMemorySize, TC2_MAX_SHM);
+		raised = true;
+	}
+	nvfp4_tc2_kernel<MT8, TY><<<grid, 256, shm, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids,
+							 x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
+}
+
 /* M below which the CUDA-core kernel wins (measured on the H200, see
  * docs/benchmarks.md). */
 #define GEMV_MAX_M 2
+/* M up to which tc2 is chosen: on the H200 (tests/bench/results/h200_run5.txt)
+ * it is the fastest path at M = 1, 4, 16 on lm_head and the MoE layer and at
+ * M = 16 on in_proj_qkv (within 3% of tc / gemv at M = 1); at M = 64 the wmma
+ * path is 2x faster because tc2 re-reads the weights per 16 tokens. */
+#define TC_AUTO_MAX_M 16
 
 template <typename TY>
 static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
@@ -551,6 +1006,40 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 	const bool gv = path == LYNN_CUDA_PATH_GEMV || path == LYNN_CUDA_PATH_GEMV_V1;
 	if (path == LYNN_CUDA_PATH_GEMV_V1)
 		gmax = 8;
+	if (path == LYNN_CUDA_PATH_TC2) {
+		const int mt8 = tc2_mt8(m, w->k);
+		for (int m0 = 0; m0 < m; m0 += mt8 * 8) {
+			const int mm = m - m0 < mt8 * 8 ? m - m0 : mt8 * 8;
+			const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
+			TY *ym = y + (int64_t)m0 * w->n;
+			if (mt8 == 1)
+				launch_tc2<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mt8 == 2)
+				launch_tc2<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mt8 == 4)
+				launch_tc2<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else
+				launch_tc2<8>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+		}
+		return;
+	}
+	if (path == LYNN_CUDA_PATH_TC) {
+		const int mt8 = tc_mt8(m, w->k);
+		for (int m0 = 0; m0 < m; m0 += mt8 * 8) {
+			const int mm = m - m0 < mt8 * 8 ? m - m0 : mt8 * 8;
+			const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
+			TY *ym = y + (int64_t)m0 * w->n;
+			if (mt8 == 1)
+				launch_tc<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mt8 == 2)
+				launch_tc<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else if (mt8 == 4)
+				launch_tc<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			else
+				launch_tc<8>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+		}
+		return;
+	}
 	for (int m0 = 0; m0 < m; m0 += gv ? gmax : 64) {
 		int mm = m - m0;
 		const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
@@ -615,8 +1104,20 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 				 m, (long long)(w ? w->n : 0), (long long)(w ? w->k : 0));
 	ygs = (int64_t)m * w->n;
 	mma_ok = w->n % MMA_BN == 0 && w->k % MMA_BK == 0;
-	if (path == LYNN_CUDA_PATH_AUTO)
-		path = (m <= GEMV_MAX_M || !mma_ok) ? LYNN_CUDA_PATH_GEMV : LYNN_CUDA_PATH_MMA;
+	if (path == LYNN_CUDA_PATH_TC2 && tc2_smem(1, w->k) > TC2_MAX_SHM)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc2 path needs K <= %d",
+				 (TC2_MAX_SHM - 8 * TC2_NST * 64 * 16) / 16 - 8);
+	if (path == LYNN_CUDA_PATH_AUTO) {
+		if (m <= TC_AUTO_MAX_M && tc2_smem(1, w->k) <= TC2_MAX_SHM)
+			path = LYNN_CUDA_PATH_TC2;
+		else if (m <= 8 && tc_smem(1, w->k) <= TC_MAX_SHM)
+			path = LYNN_CUDA_PATH_TC;
+		else
+			path = (m <= GEMV_MAX_M || !mma_ok) ? LYNN_CUDA_PATH_GEMV : LYNN_CUDA_PATH_MMA;
+	}
+	if (path == LYNN_CUDA_PATH_TC && tc_smem(1, w->k) > TC_MAX_SHM)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc path needs K <= %d",
+				 TC_MAX_SHM / 16 - 8);
 	if ((path == LYNN_CUDA_PATH_MMA || path == LYNN_CUDA_PATH_MMA_V1) && !mma_ok)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
 	if (out == LYNN_CUDA_OUT_F32)

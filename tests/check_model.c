@@ -580,6 +580,8 @@ START_TEST(test_cli_logits_generate)
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --top-p 0", "top_p" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --threads 0", "--threads" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --bogus", "" },
+		{ "logits --model " FIXTURES "/qwen35moe-tiny --ids 1 --out /tmp/lynn-never.safetensors --device cuda",
+		  "--device" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --adapter /nonexistent",
 		  "nonexistent" },
 	};

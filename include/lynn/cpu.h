@@ -66,9 +66,11 @@ void lynn_cpu_matmul(struct lynn_pool *pool, const struct lynn_mm *mm, enum lynn
 /* Row `row` of a (rows, n) matrix of dtype dt into f32 (BF16, F16, F32). */
 void lynn_cpu_row_to_f32(enum lynn_dtype dt, const void *w, int64_t row, int64_t n, float *out);
 
-/* One step of the gated delta rule for one head (docs/reference
- * qwen35moe-architecture.md §3.4 step 7), state S (dk, dv) f32 in place:
- *   S *= decay; m = S^T k; delta = (v - m) * beta; S += k delta^T; o = S^T q. */
+/* One step of the gated delta rule for one head, state S (dk, dv) f32 in
+ * place (docs/reference/qwen35moe-architecture.md §3.4 step 7):
+ *   S *= decay; m = S^T k; delta = (v - m) * beta; S += k delta^T; o = S^T q.
+ * isa: PORTABLE, or AVX2 only where lynn_cpu_has says so (AUTO detects the
+ * CPU on each call; pass a resolved isa from pool threads). */
 void lynn_cpu_delta_step(float *S, int dk, int dv, const float *k, const float *q, const float *v,
 			 float beta, float decay, float *o, enum lynn_cpu_isa isa);
 

@@ -20,7 +20,7 @@ static void usage(FILE *f)
 		"usage: lynn generate --model PATH (--prompt TEXT | --messages FILE | --ids \"1 2 3\")\n"
 		"                     [--max-tokens N] [--temperature T] [--top-p P] [--top-k K]\n"
 		"                     [--min-p M] [--seed S] [--think] [--raw] [--print-ids]\n"
-		"                     [--adapter DIR] [--threads N] [-q|-v]\n\n"
+		"                     [--adapter DIR] [--threads N] [--device cpu] [-q|-v]\n\n"
 		"Generate from a prompt and stream it to stdout; stats (prompt tokens, time to\n"
 		"first token, decode tokens/s) go to stderr. Stops at max-tokens or an eos id\n"
 		"(generation_config.json, else config.json).\n\n"
@@ -34,7 +34,8 @@ static void usage(FILE *f)
 		"  --think            enable_thinking=true in the chat template\n"
 		"  --raw              no chat template\n"
 		"  --adapter DIR      apply a PEFT LoRA adapter (unmerged)\n"
-		"  --threads N        worker threads (default: all cores)\n");
+		"  --threads N        worker threads (default: all cores)\n"
+		"  --device cpu       the only device of this runner\n");
 }
 
 static int parse_float(const char *opt, const char *s, float *out)
@@ -90,6 +91,7 @@ int cmd_generate(int argc, char **argv)
 		{ "raw", no_argument, NULL, 'r' },
 		{ "print-ids", no_argument, NULL, 'I' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "device", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -152,6 +154,11 @@ int cmd_generate(int argc, char **argv)
 		case 't':
 			if (parse_long("--threads", optarg, 1, 4096, &threads))
 				return 2;
+			break;
+		case 'D':
+			if (strcmp(optarg, "cpu"))
+				return cmd_usage_error("generate", "--device %s: only cpu is supported by this runner",
+						       optarg);
 			break;
 		case 'h': usage(stdout); return 0;
 		default: return cmd_usage_error("generate", "unknown option");

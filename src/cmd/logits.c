@@ -19,7 +19,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: lynn logits --model PATH --ids \"1 2 3\" --out FILE.safetensors [--last]\n"
-		   "                   [--adapter DIR] [--threads N] [-q|-v]\n\n"
+		   "                   [--adapter DIR] [--threads N] [--device cpu] [-q|-v]\n\n"
 		   "Run the model on the token ids (one prefill) and write the logits as one F32\n"
 		   "tensor `logits` of shape [T, vocab] ([1, vocab] with --last).\n\n"
 		   "  --model PATH     model folder (config.json + safetensors)\n"
@@ -27,7 +27,8 @@ static void usage(FILE *f)
 		   "  --out FILE       output .safetensors (written atomically)\n"
 		   "  --last           only the last position's logits\n"
 		   "  --adapter DIR    apply a PEFT LoRA adapter (unmerged)\n"
-		   "  --threads N      worker threads (default: all cores)\n");
+		   "  --threads N      worker threads (default: all cores)\n"
+		   "  --device cpu     the only device of this runner\n");
 }
 
 /* Write `logits` [rows, vocab] F32 to `out` through the st writer (which
@@ -94,6 +95,7 @@ int cmd_logits(int argc, char **argv)
 		{ "last", no_argument, NULL, 'l' },
 		{ "adapter", required_argument, NULL, 'a' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "device", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -126,6 +128,11 @@ int cmd_logits(int argc, char **argv)
 			threads = (int)v;
 			break;
 		}
+		case 'D':
+			if (strcmp(optarg, "cpu"))
+				return cmd_usage_error("logits", "--device %s: only cpu is supported by this runner",
+						       optarg);
+			break;
 		case 'h': usage(stdout); return 0;
 		default: return cmd_usage_error("logits", "unknown option");
 		}

@@ -20,6 +20,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define HAVE_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define HAVE_X86 0
@@ -28,6 +29,7 @@
 #define ROWS 4            /* weight rows per micro-tile */
 #define CHUNK 256         /* columns widened per tile (4 x 256 f32 = 4 KiB) */
 #define DECODE_MAX_TOK 3  /* up to this many tokens: in-register path */
+#define PF_DIST 4096      /* bytes of weights prefetched ahead when decoding */
 
 /* ===== scalar widening (kernel-local, inlined) ===== */
 
@@ -187,6 +189,7 @@ AVX2_FN static void widen_avx2(enum lynn_dtype dt, const void *w, int64_t off, i
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;          \
 		int64_t i = 0;                                                      \
 		for (; i + 32 <= n; i += 32) {                                      \
+			_mm_prefetch((const char *)(w + i) + PF_DIST, _MM_HINT_T0);      \
 			a0 = _mm256_fmadd_ps(LD(w + i), _mm256_loadu_ps(x + i), a0);           \
 			a1 = _mm256_fmadd_ps(LD(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);   \
 			a2 = _mm256_fmadd_ps(LD(w + i + 16), _mm256_loadu_ps(x + i + 16), a2); \

@@ -286,6 +286,14 @@ struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opt
 	m->topk = c->n_experts_per_tok;
 	m->I = c->moe_inter;
 	m->Is = c->shared_inter;
+	/* bounds that keep per-token scratch and stack arrays small */
+	if (c->n_layers > 4096 || m->E > 4096 || m->H > (1 << 20) || m->V > (1 << 24) ||
+	    m->hd > 4096 || m->dk > 4096 || m->dv > 4096 || m->K > 64) {
+		lynn_errf(err, -LYNN_EUNSUPPORTED, "model: '%s': config sizes beyond the runner's limits "
+			  "(layers %d, experts %d, hidden %d, vocab %d, head dims %d/%d/%d, conv %d)", path,
+			  c->n_layers, m->E, m->H, m->V, m->hd, m->dk, m->dv, m->K);
+		goto fail;
+	}
 	if (m->topk > m->E || m->K < 1 || c->rot_dim > m->hd || c->rot_dim % 2 || m->Hv % m->Hk ||
 	    m->nh % m->nkv) {
 		lynn_errf(err, -LYNN_EFORMAT, "model: '%s': inconsistent config (experts_per_tok, "

@@ -204,11 +204,12 @@ static void check_dense(int64_t n, int64_t k, int m, int64_t sample_rows)
 		for (int i = 0; i < m; i++)
 			ref[ri * m + i] = ref_dot(w, 0, rows[ri], &x[(size_t)(i * k)]);
 
-	enum lynn_cuda_path paths[5] = { LYNN_CUDA_PATH_AUTO, LYNN_CUDA_PATH_GEMV,
+	enum lynn_cuda_path paths[7] = { LYNN_CUDA_PATH_AUTO, LYNN_CUDA_PATH_GEMV,
 					 LYNN_CUDA_PATH_MMA, LYNN_CUDA_PATH_GEMV_V1,
-					 LYNN_CUDA_PATH_MMA_V1 };
-	const char *pname[5] = { "auto", "gemv", "mma", "gemv1", "mma1" };
-	for (int pi = 0; pi < 5; pi++) {
+					 LYNN_CUDA_PATH_MMA_V1, LYNN_CUDA_PATH_TC,
+					 LYNN_CUDA_PATH_TC2 };
+	const char *pname[7] = { "auto", "gemv", "mma", "gemv1", "mma1", "tc", "tc2" };
+	for (int pi = 0; pi < 7; pi++) {
 		if ((paths[pi] == LYNN_CUDA_PATH_MMA || paths[pi] == LYNN_CUDA_PATH_MMA_V1) &&
 		    (n % 64 || k % 64))
 			continue;
@@ -288,7 +289,7 @@ static void check_moe(int64_t e, int64_t n, int64_t k, int m, bool shared_x)
 	CK(cudaMalloc(&did, sizeof ids));
 	CK(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
 	CK(cudaMemcpy(did, ids, sizeof ids, cudaMemcpyHostToDevice));
-	for (int pi = 1; pi <= 4; pi++) {
+	for (int pi = 1; pi <= 6; pi++) {
 		if ((pi == 2 || pi == 4) && (n % 64 || k % 64))
 			continue;
 		std::vector<float> y((size_t)(nsel * m * n));
@@ -305,7 +306,7 @@ static void check_moe(int64_t e, int64_t n, int64_t k, int m, bool shared_x)
 					       ref_dot(w, ids[g], r,
 						       &x[(size_t)(g * xs + i * k)]));
 		char what[128];
-		static const char *pn[5] = { "auto", "gemv", "mma", "gemv1", "mma1" };
+		static const char *pn[7] = { "auto", "gemv", "mma", "gemv1", "mma1", "tc", "tc2" };
 		snprintf(what, sizeof what, "moe %s E=%lld n=%lld k=%lld m=%d x=%s", pn[pi], (long long)e, (long long)n, (long long)k, m,
 			 shared_x ? "shared" : "per-expert");
 		verdict(what, st, TOL_F32);
@@ -421,6 +422,9 @@ static double copy_bw(void)
 	return 2.0 * sz * 10 / (ms * 1e-3);
 }
 
+static cudaStream_t bst; /* the benchmark stream (graph capture needs one) */
+
+/* Back-to-back launches on bst, CUDA events around `iters` calls. */
 template <typename F> static double time_us(F f, int iters)
 {
 	cudaEvent_t e0, e1;
@@ -429,14 +433,49 @@ template <typename F> static double time_us(F f, int iters)
 		f(i);
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
-	CK(cudaEventRecord(e0));
+	CK(cudaEventRecord(e0, bst));
 	for (int i = 0; i < iters; i++)
 		f(i);
-	CK(cudaEventRecord(e1));
+	CK(cudaEventRecord(e1, bst));
 	CK(cudaEventSynchronize(e1));
 	CK(cudaEventElapsedTime(&ms, e0, e1));
 	CK(cudaGetLastError());
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
 	return ms * 1e3 / iters;
+}
+
+/* The same `iters` calls captured once into a CUDA graph; the graph is
+ * replayed 3 times (1 warm-up) and the mean per call of the last 2 is
+ * returned: no CPU launch cost, only the GPU's own gaps between kernels. */
+template <typename F> static double time_graph_us(F f, int iters)
+{
+	cudaGraph_t gr;
+	cudaGraphExec_t ge;
+	cudaEvent_t e0, e1;
+	float ms;
+	f(0); /* first call outside the capture (attribute setup) */
+	CK(cudaStreamSynchronize(bst));
+	CK(cudaStreamBeginCapture(bst, cudaStreamCaptureModeThreadLocal));
+	for (int i = 0; i < iters; i++)
+		f(i);
+	CK(cudaStreamEndCapture(bst, &gr));
+	CK(cudaGraphInstantiate(&ge, gr, 0));
+	CK(cudaGraphLaunch(ge, bst));
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	CK(cudaEventRecord(e0, bst));
+	CK(cudaGraphLaunch(ge, bst));
+	CK(cudaGraphLaunch(ge, bst));
+	CK(cudaEventRecord(e1, bst));
+	CK(cudaEventSynchronize(e1));
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	CK(cudaGetLastError());
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaGraphExecDestroy(ge);
+	cudaGraphDestroy(gr);
+	return ms * 1e3 / (2.0 * iters);
 }
 
 static void *dev_random(size_t bytes)
@@ -493,8 +532,9 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 	int ms[4] = { 1, 4, 16, 64 };
 	for (int mi = 0; mi < 4; mi++) {
 		int m = ms[mi];
-		double t[5], tb;
-		for (int p = 0; p < 5; p++) {
+		double t[7], tb, tg, tbg;
+		const int it = n > 100000 ? 20 : 200;
+		for (int p = 0; p < 7; p++) {
 			if ((p == 2 || p == 4) && (n % 64 || k % 64)) {
 				t[p] = NAN;
 				continue;
@@ -502,24 +542,51 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 			t[p] = time_us([&](int i) {
 				LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
 							     LYNN_CUDA_OUT_BF16,
-							     (enum lynn_cuda_path)p, NULL, &e_));
-			}, 50);
+							     (enum lynn_cuda_path)p, bst, &e_));
+			}, it);
 		}
+		tg = time_graph_us([&](int i) {
+			LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
+						     LYNN_CUDA_OUT_BF16, LYNN_CUDA_PATH_AUTO, bst, &e_));
+		}, it);
 		tb = time_us([&](int i) {
-			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, NULL, &e_));
-		}, 50);
-		double bw = fp4_bytes / (t[0] * 1e-6);
-		printf("%-10s M=%-3d nvfp4 auto %8.1f us (gemv %7.1f mma %7.1f gemv1 %7.1f mma1 %7.1f) "
-		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt %7.1f us (%5.0f GB/s) | %.2fx\n",
-		       name, m, t[0], t[1], t[2], t[3], t[4], bw / 1e9, 100 * bw / copybw, tb,
+			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, bst, &e_));
+		}, it);
+		tbg = time_graph_us([&](int i) {
+			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, bst, &e_));
+		}, it);
+		double bw = fp4_bytes / (t[0] * 1e-6), bwg = fp4_bytes / (tg * 1e-6);
+		printf("%-10s M=%-3d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f gemv1 %7.1f mma1 %7.1f tc %7.2f tc2 %7.2f) "
+		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | %.2fx\n",
+		       name, m, t[0], t[1], t[2], t[3], t[4], t[5], t[6], bw / 1e9, 100 * bw / copybw, tb,
 		       bf_bytes / (tb * 1e-6) / 1e9, tb / t[0]);
+		printf("%-10s M=%-3d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt "
+		       "%7.2f us (%5.0f GB/s) | %.2fx\n",
+		       name, m, tg, bwg / 1e9, 100 * bwg / copybw, tbg, bf_bytes / (tbg * 1e-6) / 1e9,
+		       tbg / tg);
 		fprintf(jout,
 			"{\"bench\":\"%s\",\"n\":%lld,\"k\":%lld,\"m\":%d,\"us_auto\":%.2f,"
 			"\"us_gemv\":%.2f,\"us_mma\":%.2f,\"us_gemv1\":%.2f,\"us_mma1\":%.2f,"
-			"\"us_bf16\":%.2f,\"gbps\":%.1f,\"frac_copy\":%.3f,\"speedup\":%.3f}\n",
+			"\"us_tc\":%.2f,\"us_tc2\":%.2f,\"us_bf16\":%.2f,\"gbps\":%.1f,\"frac_copy\":%.3f,"
+			"\"speedup\":%.3f,\"us_auto_graph\":%.2f,\"us_bf16_graph\":%.2f,"
+			"\"frac_copy_graph\":%.3f,\"speedup_graph\":%.3f}\n",
 			name, (long long)n, (long long)k, m, t[0], t[1], isnan(t[2]) ? -1.0 : t[2], t[3],
-			isnan(t[4]) ? -1.0 : t[4], tb,
-			bw / 1e9, bw / copybw, tb / t[0]);
+			isnan(t[4]) ? -1.0 : t[4], t[5], t[6], tb,
+			bw / 1e9, bw / copybw, tb / t[0], tg, tbg, bwg / copybw, tbg / tg);
+		if (m <= 4)
+			for (int kg = 1; kg <= 8; kg *= 2) {
+				lynn_cuda_nvfp4_tc_tune(kg);
+				auto f = [&](int i) {
+					LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
+								     LYNN_CUDA_OUT_BF16, LYNN_CUDA_PATH_TC2,
+								     bst, &e_));
+				};
+				double a = time_us(f, it), b = time_graph_us(f, it);
+				printf("  sweep %s M=%d tc2 kgroups=%d: b2b %.2f us (%3.0f%%) graph %.2f us (%3.0f%%)\n",
+				       name, m, kg, a, 100 * fp4_bytes / (a * 1e-6) / copybw, b,
+				       100 * fp4_bytes / (b * 1e-6) / copybw);
+				lynn_cuda_nvfp4_tc_tune(0);
+			}
 		fflush(stdout);
 	}
 	for (auto &d : w4)
@@ -581,17 +648,17 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		int32_t *did;
 		CK(cudaMalloc(&did, ids.size() * 4));
 		CK(cudaMemcpy(did, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
-		double tp[5];
-		for (int p = 0; p < 5; p++)
-			tp[p] = time_us([&](int i) {
-				const int32_t *sel = did + (i % nsets) * u;
-				LY(lynn_cuda_nvfp4_moe_gemm(&gu.v, sel, u, dx, m == 1 ? 0 : (int64_t)t * H,
-							    t, dh, LYNN_CUDA_OUT_BF16,
-							    (enum lynn_cuda_path)p, NULL, &e_));
-				LY(lynn_cuda_nvfp4_moe_gemm(&dn.v, sel, u, dh, (int64_t)t * I, t, dy,
-							    LYNN_CUDA_OUT_BF16,
-							    (enum lynn_cuda_path)p, NULL, &e_));
-			}, 30);
+		double tp[7], tpg;
+		auto layer = [&](int i, int p) {
+			const int32_t *sel = did + (i % nsets) * u;
+			LY(lynn_cuda_nvfp4_moe_gemm(&gu.v, sel, u, dx, m == 1 ? 0 : (int64_t)t * H, t, dh,
+						    LYNN_CUDA_OUT_BF16, (enum lynn_cuda_path)p, bst, &e_));
+			LY(lynn_cuda_nvfp4_moe_gemm(&dn.v, sel, u, dh, (int64_t)t * I, t, dy,
+						    LYNN_CUDA_OUT_BF16, (enum lynn_cuda_path)p, bst, &e_));
+		};
+		for (int p = 0; p < 7; p++)
+			tp[p] = time_us([&](int i) { layer(i, p); }, 100);
+		tpg = time_graph_us([&](int i) { layer(i, 0); }, 100);
 		double tb = time_us([&](int i) {
 			const std::vector<int32_t> &set = hsets[(size_t)(i % nsets)];
 			for (int g = 0; g < u; g++) {
@@ -599,23 +666,37 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 				const char *wd = (const char *)bdn + (size_t)set[(size_t)g] * H * I * 2;
 				LY(lynn_cuda_bf16_gemm(blas, wg, (const char *)dx + (size_t)(m == 1 ? 0 : g * t * H) * 2,
 						       t, 2 * I, H, (char *)dh + (size_t)g * t * 2 * I * 2,
-						       NULL, &e_));
+						       bst, &e_));
 				LY(lynn_cuda_bf16_gemm(blas, wd, (const char *)dh + (size_t)g * t * I * 2, t, H, I,
-						       (char *)dy + (size_t)g * t * H * 2, NULL, &e_));
+						       (char *)dy + (size_t)g * t * H * 2, bst, &e_));
 			}
 		}, 10);
 		double bytes = (double)u * (gu4 + dn4);
-		double bw = bytes / (tp[0] * 1e-6);
-		printf("moe M=%-3d U=%-3d t=%d nvfp4 auto %8.1f us (gemv %7.1f mma %7.1f gemv1 %7.1f mma1 %7.1f) "
+		double bw = bytes / (tp[0] * 1e-6), bwg = bytes / (tpg * 1e-6);
+		printf("moe M=%-3d U=%-3d t=%d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f gemv1 %7.1f mma1 %7.1f tc %7.2f tc2 %7.2f) "
 		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt per-expert %8.1f us | %.2fx\n",
-		       m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], bw / 1e9, 100 * bw / copybw, tb,
+		       m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], tp[6], bw / 1e9, 100 * bw / copybw, tb,
 		       tb / tp[0]);
+		printf("moe M=%-3d U=%-3d t=%d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy\n",
+		       m, u, t, tpg, bwg / 1e9, 100 * bwg / copybw);
 		fprintf(jout,
 			"{\"bench\":\"moe\",\"m\":%d,\"experts\":%d,\"tokens_per_expert\":%d,"
 			"\"us_auto\":%.2f,\"us_gemv\":%.2f,\"us_mma\":%.2f,\"us_gemv1\":%.2f,"
-			"\"us_mma1\":%.2f,\"us_bf16_loop\":%.2f,\"gbps\":%.1f,\"frac_copy\":%.3f,"
-			"\"speedup\":%.3f}\n",
-			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tb, bw / 1e9, bw / copybw, tb / tp[0]);
+			"\"us_mma1\":%.2f,\"us_tc\":%.2f,\"us_tc2\":%.2f,\"us_bf16_loop\":%.2f,\"gbps\":%.1f,"
+			"\"frac_copy\":%.3f,\"speedup\":%.3f,\"us_auto_graph\":%.2f,"
+			"\"frac_copy_graph\":%.3f}\n",
+			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], tp[6], tb, bw / 1e9, bw / copybw,
+			tb / tp[0], tpg, bwg / copybw);
+		if (m == 1)
+			for (int kg = 1; kg <= 8; kg *= 2) {
+				lynn_cuda_nvfp4_tc_tune(kg);
+				double a = time_us([&](int i) { layer(i, 6); }, 100);
+				double b = time_graph_us([&](int i) { layer(i, 6); }, 100);
+				printf("  sweep moe M=1 tc2 kgroups=%d: b2b %.2f us (%3.0f%%) graph %.2f us (%3.0f%%)\n",
+				       kg, a, 100 * bytes / (a * 1e-6) / copybw, b,
+				       100 * bytes / (b * 1e-6) / copybw);
+				lynn_cuda_nvfp4_tc_tune(0);
+			}
 		fflush(stdout);
 		cudaFree(did);
 	}
@@ -652,6 +733,8 @@ int main(int argc, char **argv)
 		check_dense(128, 256, m, 1 << 30);
 	check_dense(192, 96, 3, 1 << 30);   /* K % 64 != 0: gemv only */
 	check_dense(64, 32, 2, 1 << 30);    /* smallest K */
+	check_dense(100, 160, 5, 1 << 30);  /* N % 16 != 0, K not a whole 128-span */
+	check_dense(64, 4096, 3, 1 << 30);  /* tc: two batches per warp; tc2: 4 laps of its ring */
 	for (int m : { 1, 4, 16, 64 }) {
 		check_dense(8192, 2048, m, 512);
 		check_dense(1024, 2048, m, 512);
@@ -679,6 +762,7 @@ int main(int argc, char **argv)
 		struct lynn_err e = { 0, { 0 } };
 		struct lynn_cublas *blas = lynn_cuda_blas_create(&e);
 		double cbw = copy_bw();
+		CK(cudaStreamCreateWithFlags(&bst, cudaStreamNonBlocking));
 		if (!blas) {
 			fprintf(stderr, "%s\n", e.msg);
 			return 3;

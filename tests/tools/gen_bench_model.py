@@ -7,7 +7,8 @@ top-8 (moe 256, shared 256), vocab 32768, bf16, fused 3-D experts as the
 released checkpoints store them, text-only names. Weights ~ N(0, 0.02), norms
 ~ N(0, 0.1), so activations stay in range; the values carry no meaning, only
 the shapes and bytes matter for speed. --small writes a 4-layer variant for
-a quick check. Needs numpy only.
+a quick check; --f16 stores the matrices as F16 instead (same draws),
+for the llama.cpp side by side. Needs numpy only.
 """
 import json
 import os
@@ -83,7 +84,10 @@ def to_bf16(a):
 def main():
     out = sys.argv[1]
     small = "--small" in sys.argv
+    f16 = "--f16" in sys.argv
     c = cfg(small)
+    if f16:
+        c["dtype"] = "float16"
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(c, f, indent=1)
@@ -91,7 +95,7 @@ def main():
     header, off = {}, 0
     for name, shape, _ in specs:
         n = int(np.prod(shape)) * 2
-        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + n]}
+        header[name] = {"dtype": "F16" if f16 else "BF16", "shape": list(shape), "data_offsets": [off, off + n]}
         off += n
     hj = json.dumps(header, separators=(",", ":")).encode()
     hj += b" " * ((8 - len(hj) % 8) % 8)
@@ -107,7 +111,7 @@ def main():
                 v = rng.standard_normal(k, dtype=np.float32) * scale
                 if name.endswith("A_log"):
                     v = np.log(rng.uniform(1.0, 16.0, k)).astype(np.float32)
-                f.write(to_bf16(v).tobytes())
+                f.write((v.astype(np.float16) if f16 else to_bf16(v)).tobytes())
     os.replace(tmp, os.path.join(out, "model.safetensors"))
     print("%s: %.2f GB" % (out, off / 1e9))
 
