@@ -12,6 +12,7 @@
 #include "lynn/buf.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/st.h"
 #include "lynn/tok.h"
 #include "lynn/util.h"
 #include "testutil.h"
@@ -382,6 +383,115 @@ START_TEST(test_llama_vectors)
 }
 END_TEST
 
+/* llama.cpp's own tokenizer (llama-tokenize, qwen35 vocab, special tokens as
+ * text) on every 11th corpus case: tests/tools/gen_tok_llama.py. Run with the
+ * equivalent tokenizer.json, and with the GGUF when it is here. */
+START_TEST(test_llama_corpus)
+{
+	struct lynn_tok *toks[2] = { NULL, NULL };
+	const char *labels[2] = { "qwen35 via tokenizer.json", "qwen35 gguf" };
+	struct lynn_err err = { 0 };
+	if (lynn_dir_exists(QWEN3_DIR))
+		toks[0] = llama_equivalent(true);
+	if (lynn_file_exists(LLAMA_MODELS "/ggml-vocab-qwen35.gguf"))
+		toks[1] = lynn_tok_load(LLAMA_MODELS "/ggml-vocab-qwen35.gguf", &err);
+	if (!toks[0] && !toks[1]) {
+		fprintf(stderr, "tok: SKIP: neither the Qwen3 tokenizer.json nor the qwen35 GGUF is "
+				"here; the llama.cpp corpus comparison did not run\n");
+		return;
+	}
+	size_t clen, flen;
+	char *corpus = tu_read(TOKDIR "/corpus.b64", &clen);
+	char *fix = tu_read(TOKDIR "/llama_qwen35.jsonl", &flen);
+	ck_assert(corpus && fix);
+	/* index the corpus lines */
+	char **lines = calloc(4096, sizeof *lines);
+	int nl = 0;
+	for (char *p = corpus; *p && nl < 4096; nl++) {
+		lines[nl] = p;
+		char *e = strchr(p, '\n');
+		if (!e)
+			break;
+		*e = 0;
+		p = e + 1;
+	}
+	struct lynn_buf text = LYNN_BUF_INIT;
+	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+	int n = 0, bad[2] = { 0, 0 };
+	for (char *fp = fix, *e; (e = strchr(fp, '\n')); fp = e + 1) {
+		cJSON *rec = lynn_json_parse("llama_qwen35.jsonl", fp, (size_t)(e - fp), &err);
+		ck_assert(rec);
+		int c = cJSON_GetObjectItem(rec, "case")->valueint;
+		ck_assert(c >= 0 && c < nl);
+		b64_decode(lines[c], strlen(lines[c]), &text);
+		for (int k = 0; k < 2; k++) {
+			if (!toks[k])
+				continue;
+			ids.n = 0;
+			ck_assert_int_eq(lynn_tok_encode(toks[k], text.data, text.len,
+							 LYNN_TOK_F_NO_SPECIAL, &ids, &err), 0);
+			if (!ids_equal(&ids, cJSON_GetObjectItem(rec, "ids")) && bad[k]++ < 3) {
+				fprintf(stderr, "tok: %s: corpus case %d differs from llama.cpp\n",
+					labels[k], c);
+				print_ids("got", &ids);
+			}
+		}
+		cJSON_Delete(rec);
+		n++;
+	}
+	fprintf(stderr, "tok: llama.cpp on %d corpus cases: %d / %d mismatches (tokenizer.json / gguf)\n",
+		n, bad[0], bad[1]);
+	ck_assert_int_ge(n, 150);
+	ck_assert_int_eq(bad[0], 0);
+	ck_assert_int_eq(bad[1], 0);
+	lynn_buf_release(&text);
+	lynn_tok_ids_release(&ids);
+	free(lines);
+	free(corpus);
+	free(fix);
+	lynn_tok_free(toks[0]);
+	lynn_tok_free(toks[1]);
+}
+END_TEST
+
+/* ===== the tiny model's tokenizer (Qwen3.5 regex, trained with the HF
+ * tokenizers library) against ids HF's Python tokenizers wrote into
+ * ref_logits.safetensors (tests/tools/gen_fixtures.py: "long" is the first
+ * 90 ids of the first 600 characters of tests/tools/tiny_tok_corpus.txt) ===== */
+
+START_TEST(test_tiny_model_ids)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_tok *t = lynn_tok_load(FIXTURES "/qwen35moe-tiny", &err);
+	ck_assert_msg(t, "%s", err.msg);
+	ck_assert_int_eq(lynn_tok_n_vocab(t), 513);
+	struct lynn_st_file *f = lynn_st_open(FIXTURES "/ref_logits.safetensors", &err);
+	ck_assert_msg(f, "%s", err.msg);
+	const struct lynn_tensor *want = lynn_st_find(f, "ids.long");
+	ck_assert(want && want->dtype == LYNN_DTYPE_I32 && want->n_elems == 90);
+	size_t n;
+	char *corpus = tu_read("tests/tools/tiny_tok_corpus.txt", &n);
+	ck_assert(corpus && n >= 600);
+	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+	ck_assert_int_eq(lynn_tok_encode(t, corpus, 600, 0, &ids, &err), 0); /* ASCII: 600 chars */
+	ck_assert_uint_ge(ids.n, 90);
+	const int32_t *w = want->data;
+	for (int i = 0; i < 90; i++)
+		ck_assert_msg(ids.ids[i] == w[i], "id %d: %d, HF %d", i, ids.ids[i], w[i]);
+	/* the ids of the one-token prompt: <|im_start|> */
+	const struct lynn_tensor *one = lynn_st_find(f, "ids.one");
+	ck_assert(one && one->n_elems == 1);
+	ck_assert_int_eq(lynn_tok_token_id(t, "<|im_start|>"), ((const int32_t *)one->data)[0]);
+	/* generation_config.json: eos [im_end, endoftext] */
+	ck_assert(lynn_tok_is_eog(t, lynn_tok_token_id(t, "<|im_end|>")));
+	ck_assert(lynn_tok_is_eog(t, lynn_tok_token_id(t, "<|endoftext|>")));
+	lynn_tok_ids_release(&ids);
+	free(corpus);
+	lynn_st_close(f);
+	lynn_tok_free(t);
+}
+END_TEST
+
 /* ===== tiny tokenizers: both merge forms, added-token options ===== */
 
 START_TEST(test_tiny_forms)
@@ -571,6 +681,71 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* Large files scan their merges on a second thread: errors there must be
+ * the same as in the one-thread parse (the tiny cases above). */
+START_TEST(test_bad_large)
+{
+	size_t n;
+	char *txt = tu_read(QWEN3_DIR "/tokenizer.json", &n);
+	if (!txt) {
+		fprintf(stderr, "tok: SKIP: %s is absent\n", QWEN3_DIR);
+		return;
+	}
+	char *mg = strstr(txt, "\"merges\"");
+	ck_assert(mg);
+	/* from the 50,001st merge on, the first whose left token has at least
+	 * 4 bytes */
+	/* pretty-printed: each pair opens with "[\n" (strings hold no raw newline) */
+	char *q = strchr(mg, '[') + 1;
+	int idx;
+	for (int k = 0; k <= 50000; k++)
+		q = strstr(q + 1, "[\n");
+	char *s1;
+	for (idx = 50000;; idx++, q = strstr(q + 1, "[\n")) {
+		s1 = strchr(q, '"') + 1;
+		if (strchr(s1, '"') - s1 >= 4)
+			break;
+	}
+	char where[48];
+	snprintf(where, sizeof where, "model.merges[%d]", idx);
+	struct lynn_err err = { 0 };
+	struct lynn_tok *t;
+	char save[4];
+	memcpy(save, s1, 4);
+	/* 1: a merge naming a token not in the vocab */
+	memcpy(s1, "zqzq", 4); /* no such token */
+	t = lynn_tok_load_json("'big.json'", txt, n, NULL, NULL, &err);
+	ck_assert_msg(!t, "loaded");
+	ck_assert_msg(strstr(err.msg, where) && strstr(err.msg, "'zqzq"), "%s", err.msg);
+	memcpy(s1, save, 4);
+	/* 2: a syntax error inside the merges */
+	char *comma = strchr(s1, ',');
+	*comma = ';';
+	t = lynn_tok_load_json("'big.json'", txt, n, NULL, NULL, &err);
+	ck_assert(!t);
+	ck_assert_msg(strstr(err.msg, "expected ','") &&
+			      strstr(err.msg, "at byte") != NULL,
+		      "%s", err.msg);
+	char want[64];
+	snprintf(want, sizeof want, "at byte %zu", (size_t)(comma - txt));
+	ck_assert_msg(strstr(err.msg, want), "'%s' lacks '%s'", err.msg, want);
+	*comma = ',';
+	/* 3: truncated inside the merges */
+	t = lynn_tok_load_json("'big.json'", txt, (size_t)(comma - txt), NULL, NULL, &err);
+	ck_assert(!t);
+	ck_assert_msg(strstr(err.msg, "end of JSON"), "%s", err.msg);
+	/* and intact it loads, with the merges from the second thread */
+	t = lynn_tok_load_json("'big.json'", txt, n, NULL, NULL, &err);
+	ck_assert_msg(t, "%s", err.msg);
+	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+	ck_assert_int_eq(lynn_tok_encode(t, "Hello world", 11, 0, &ids, &err), 0);
+	ck_assert(ids.n == 2 && ids.ids[0] == 9707 && ids.ids[1] == 1879); /* qwen3.jsonl case 1 */
+	lynn_tok_ids_release(&ids);
+	lynn_tok_free(t);
+	free(txt);
+}
+END_TEST
+
 /* ===== the CLI ===== */
 
 START_TEST(test_cli)
@@ -676,10 +851,13 @@ Suite *tok_suite(void)
 	tcase_add_test(tc, test_qwen3_vocab);
 	tcase_add_test(tc, test_generation_config);
 	tcase_add_loop_test(tc, test_llama_vectors, 0, 2);
+	tcase_add_test(tc, test_llama_corpus);
+	tcase_add_test(tc, test_tiny_model_ids);
 	tcase_add_test(tc, test_tiny_forms);
 	tcase_add_test(tc, test_single_word);
 	tcase_add_test(tc, test_stream_partial);
 	tcase_add_loop_test(tc, test_bad_input, 0, (int)(sizeof BAD / sizeof BAD[0]));
+	tcase_add_test(tc, test_bad_large);
 	tcase_add_test(tc, test_cli);
 	tcase_add_test(tc, test_long_input);
 	suite_add_tcase(s, tc);

@@ -61,6 +61,8 @@ void lynn_tok_ids_release(struct lynn_tok_ids *v);
  * tokenizer_config.json and generation_config.json), a tokenizer.json file
  * (its folder's config files are read too), or a .gguf file (vocab, merges
  * and special ids from its metadata; no normalizer, as llama.cpp).
+ * A tokenizer.json over 1 MiB has its merges scanned on a second thread
+ * (joined before this returns).
  * Returns NULL with err set: -LYNN_ENOTFOUND (no tokenizer), -LYNN_EFORMAT
  * (malformed file; the message names file and field), -LYNN_EUNSUPPORTED (a
  * model / normalizer / pre-tokenizer type lynn does not implement).

@@ -19,124 +19,275 @@
 #include "score/score_internal.h"
 
 /*
- * Counting by prefix refinement: the n-gram at position i is identified by
- * the pair (id of the (n-1)-gram at i, item i+n-1), so each order is one
- * pass of 64-bit hash lookups with no string comparison. A position whose
- * (n-1)-gram does not occur on the other side cannot start a shared n-gram
- * either, so it drops out of the higher orders (its n-grams still count in
- * the totals, which are plain lengths).
+ * Counting by prefix refinement. Items (characters or words) are dense
+ * symbols; every order n gives each position a class number (its n-gram),
+ * the class of order n being found from (class of the (n-1)-gram, item
+ * i+n-1) with one 64-bit hash probe and no string comparison. Classes are
+ * created by the reference side; the hypothesis only looks them up. Then:
+ *  - a class on one side only cannot grow into a shared n-gram, so its
+ *    positions drop out of the higher orders (the totals are plain lengths);
+ *  - a class with exactly one position on each side (i in the hypothesis, j
+ *    in the reference) is settled at once: its longer n-grams are the only
+ *    ones of their kind on either side, so order m > n gains one match
+ *    exactly when the items at i and j agree up to m; both positions drop
+ *    out and the item comparison replaces the hash probes.
+ * Most n-grams of order ≥ 2 end in one of the two cases, so few positions
+ * reach the high orders. The inner loops are branch-free apart from the
+ * (rare) probe collisions.
  */
-#define DEAD UINT32_MAX
+#define HASH_MUL 0x9E3779B97F4A7C15ULL
+
+/* 1 when a != 0, as arithmetic: the probe tests below must compile to one
+ * branch (taken on a collision only) and no data-dependent jump. */
+static inline uint64_t nz64(uint64_t a)
+{
+	return (a | (0 - a)) >> 63;
+}
 
 struct ngram_ent {
-	uint64_t key;  /* (prev id + 1) << 32 | item; 0 = empty slot */
-	uint32_t cref, chyp;
+	uint64_t key; /* (prev class + 1) << 32 | item; 0 = empty slot */
+	uint32_t cls, pad;
 };
 
-static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t nh,
-		       const uint32_t *ref, size_t nr, int max_order, int64_t *v,
+/* A buffer of `slot` that is all-zero whenever it is handed out: the caller
+ * empties every entry it fills before returning, so only a fresh allocation
+ * needs clearing. */
+static void *clean_buf(struct lynn_score_ctx *ctx, enum score_slot slot, size_t bytes,
 		       struct lynn_err *err)
 {
-	/* alive positions and the slot id of their current n-gram */
-	uint32_t *posh, *idh, *posr, *idr, *made;
+	void *before = ctx->buf[slot];
+	size_t before_cap = ctx->cap[slot];
+	void *p = score_buf(ctx, slot, bytes, err);
+	if (p && (p != before || ctx->cap[slot] != before_cap))
+		memset(p, 0, ctx->cap[slot]);
+	return p;
+}
+
+/* v[3(n-1)..] = (hyp n-grams, ref n-grams, clipped matches) for n = 1..max_order
+ * over symbol sequences hyp[0..nh) and ref[0..nr), symbols < nsym. */
+static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t nh,
+		       const uint32_t *ref, size_t nr, size_t nsym, int max_order, int64_t *v,
+		       struct lynn_err *err)
+{
+	/* alive positions and the class of their current n-gram */
+	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj;
 	struct ngram_ent *t;
-	size_t cap, nah = nh, nar = nr;
-	unsigned shift;
+	size_t ncls, tcap, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
+	int64_t match = 0;
 
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
 	if (nr == 0)
 		return 0; /* no reference n-gram of any order: all counts 0 */
+	ncls = (nsym > nr ? nsym : nr) + 2;
 	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh, err);
-	posr = score_buf(ctx, SLOT_HASH_B, 3 * (nr + 1) * sizeof *posr, err);
-	cap = pow2_at_least(2 * nr + 2);
-	shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)cap);
-	/* The table lives in the context and is kept all-zero between calls
-	 * (every slot filled is emptied again), so only a fresh buffer needs
-	 * clearing. */
-	{
-		void *before = ctx->buf[SLOT_NGRAM];
-		size_t before_cap = ctx->cap[SLOT_NGRAM];
-		t = score_buf(ctx, SLOT_NGRAM, cap * sizeof *t, err);
-		if (t && (t != before || ctx->cap[SLOT_NGRAM] != before_cap))
-			memset(t, 0, ctx->cap[SLOT_NGRAM]);
-	}
-	if (!posh || !posr || !t)
+	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr, err);
+	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
+	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory) */
+	tcap = pow2_at_least((nr <= 65536 ? 8 : 2) * nr + 8);
+	t = cr ? clean_buf(ctx, SLOT_NGRAM, tcap * sizeof *t, err) : NULL;
+	if (!t)
 		return -LYNN_ENOMEM;
 	idh = posh + nh + 1;
 	idr = posr + nr + 1;
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
+	pi = made + nr + 1;
+	pj = pi + nr + 1;
+	chc = cr + ncls;
+	hpos = chc + ncls;
+
+	/* order 1: the classes are the symbols themselves */
+	memset(cr, 0, nsym * sizeof *cr);
+	memset(chc, 0, nsym * sizeof *chc);
+	for (size_t j = 0; j < nr; j++)
+		cr[ref[j]]++;
 	for (size_t i = 0; i < nh; i++) {
-		posh[i] = (uint32_t)i;
-		idh[i] = 0; /* the empty prefix */
+		uint32_t c = hyp[i];
+		match += chc[c] < cr[c];
+		chc[c]++;
+		hpos[c] = (uint32_t)i;
 	}
-	for (size_t i = 0; i < nr; i++) {
-		posr[i] = (uint32_t)i;
-		idr[i] = 0;
+	v[0] = (int64_t)nh;
+	v[1] = (int64_t)nr;
+	v[2] = match;
+	for (size_t j = 0; j < nr; j++) {
+		uint32_t c = ref[j], h = chc[c], r = cr[c];
+		posr[nar] = (uint32_t)j;
+		idr[nar] = c;
+		nar += (h != 0) & (h + r != 2);
+		pi[np] = hpos[c];
+		pj[np] = (uint32_t)j;
+		np += (h == 1) & (r == 1);
+	}
+	for (size_t i = 0; i < nh; i++) {
+		uint32_t c = hyp[i], r = cr[c];
+		posh[nah] = (uint32_t)i;
+		idh[nah] = c;
+		nah += (r != 0) & (r + chc[c] != 2);
 	}
 
-	for (int n = 1; n <= max_order; n++) {
-		size_t cr = nr >= (size_t)n ? nr - (size_t)n + 1 : 0;
-		size_t ch = nh >= (size_t)n ? nh - (size_t)n + 1 : 0;
-		size_t nmade = 0, w;
-		int64_t match = 0;
+	for (int n = 2; n <= max_order; n++) {
+		size_t cr_n = nr >= (size_t)n ? nr - (size_t)n + 1 : 0;
+		size_t ch_n = nh >= (size_t)n ? nh - (size_t)n + 1 : 0;
+		size_t nmade = 0, w, cap, mask;
+		uint32_t nk = 0, dummy;
+		unsigned shift;
 
-		if (cr == 0)
+		if (cr_n == 0)
 			break; /* this and higher orders: reference empty → (0, 0, 0) */
-		v[3 * (n - 1)] = (int64_t)ch;
-		v[3 * (n - 1) + 1] = (int64_t)cr;
+		v[3 * (n - 1)] = (int64_t)ch_n;
+		v[3 * (n - 1) + 1] = (int64_t)cr_n;
+		/* settled pairs: one match while their items keep agreeing */
+		w = 0;
+		for (size_t q = 0; q < np; q++) {
+			size_t a = pi[q] + (size_t)n - 1, b = pj[q] + (size_t)n - 1;
+			size_t in = (size_t)(a < nh) & (size_t)(b < nr), m = 0 - in;
+			size_t ok = in & (hyp[a & m] == ref[b & m]); /* out of range: reads [0] */
+			pi[w] = pi[q];
+			pj[w] = pj[q];
+			w += ok;
+		}
+		np = w;
+		v[3 * (n - 1) + 2] = (int64_t)np;
 		/* positions are ascending: the ones past the end drop off the tail */
-		while (nar && posr[nar - 1] >= cr)
+		while (nar && posr[nar - 1] >= cr_n)
 			nar--;
-		while (nah && posh[nah - 1] >= ch)
+		while (nah && posh[nah - 1] >= ch_n)
 			nah--;
 		if (nar == 0 || nah == 0)
 			continue; /* no shared (n-1)-gram left: no more matches */
+		cap = pow2_at_least(8 * nar + 8);
+		if (cap > tcap)
+			cap = tcap;
+		mask = cap - 1;
+		shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)cap);
+		dummy = (uint32_t)nar; /* classes are < nar: a sink for misses */
+		memset(cr, 0, (nar + 1) * sizeof *cr);
+		memset(chc, 0, (nar + 1) * sizeof *chc);
 		for (size_t k = 0; k < nar; k++) {
 			uint64_t key = ((uint64_t)idr[k] + 1) << 32 | ref[posr[k] + (size_t)n - 1];
-			size_t pos = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> shift);
-			while (t[pos].key && t[pos].key != key)
-				pos = (pos + 1) & (cap - 1);
-			if (!t[pos].key) {
-				t[pos].key = key;
-				made[nmade++] = (uint32_t)pos;
+			size_t pos = (size_t)((key * HASH_MUL) >> shift);
+			uint64_t x = t[pos].key;
+			uint32_t fresh, c;
+			while (nz64(x ^ key) & nz64(x)) {
+				pos = (pos + 1) & mask;
+				x = t[pos].key;
 			}
-			t[pos].cref++;
-			idr[k] = (uint32_t)pos;
+			fresh = (uint32_t)(nz64(x) ^ 1);
+			c = t[pos].cls;
+			c ^= (c ^ nk) & (0u - fresh);
+			t[pos].key = key;
+			t[pos].cls = c;
+			made[nmade] = (uint32_t)pos;
+			nmade += fresh;
+			nk += fresh;
+			cr[c]++;
+			idr[k] = c;
 		}
-		w = 0;
+		match = 0;
 		for (size_t k = 0; k < nah; k++) {
 			uint64_t key = ((uint64_t)idh[k] + 1) << 32 | hyp[posh[k] + (size_t)n - 1];
-			size_t pos = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> shift);
-			while (t[pos].key && t[pos].key != key)
-				pos = (pos + 1) & (cap - 1);
-			if (!t[pos].key)
-				continue; /* not in the reference: drops out */
-			match += t[pos].chyp < t[pos].cref;
-			t[pos].chyp++;
+			size_t pos = (size_t)((key * HASH_MUL) >> shift);
+			uint64_t x = t[pos].key;
+			uint32_t c;
+			while (nz64(x ^ key) & nz64(x)) {
+				pos = (pos + 1) & mask;
+				x = t[pos].key;
+			}
+			c = t[pos].cls;
+			c ^= (c ^ dummy) & (0u - (uint32_t)(nz64(x) ^ 1));
+			match += chc[c] < cr[c];
+			chc[c]++;
+			hpos[c] = posh[k];
+			idh[k] = c;
+		}
+		v[3 * (n - 1) + 2] += match;
+		/* class numbers depend on the order's keys: empty the slots */
+		for (size_t k = 0; k < nmade; k++)
+			t[made[k]].key = 0;
+		w = 0;
+		for (size_t k = 0; k < nar; k++) {
+			uint32_t c = idr[k], h = chc[c], r = cr[c];
+			posr[w] = posr[k];
+			idr[w] = c;
+			w += (h != 0) & (h + r != 2);
+			pi[np] = hpos[c];
+			pj[np] = posr[k];
+			np += (h == 1) & (r == 1);
+		}
+		nar = w;
+		w = 0;
+		for (size_t k = 0; k < nah; k++) {
+			uint32_t c = idh[k], r = cr[c];
 			posh[w] = posh[k];
-			idh[w++] = (uint32_t)pos;
+			idh[w] = c;
+			w += (r != 0) & (r + chc[c] != 2);
 		}
 		nah = w;
-		/* reference n-grams the hypothesis lacks cannot extend into matches */
-		w = 0;
-		for (size_t k = 0; k < nar; k++)
-			if (t[idr[k]].chyp) {
-				posr[w] = posr[k];
-				idr[w++] = idr[k];
-			}
-		nar = w;
-		v[3 * (n - 1) + 2] = match;
-		/* ids are slot numbers, unique within an order; empty the slots
-		 * for the next order (its keys embed these ids) */
-		for (size_t k = 0; k < nmade; k++)
-			t[made[k]] = (struct ngram_ent){ 0, 0, 0 };
 	}
 	return 0;
 }
 
+/*
+ * Characters of s[0..len) as symbols (whitespace dropped unless keep_ws):
+ * ASCII code points are their own symbols, other code points get 128, 129, …
+ * in order of first appearance through the table `tab` (cap entries, all
+ * zero on entry and on return; `used` lists the slots filled). Returns the
+ * count written to out.
+ */
+struct cp_ent {
+	uint32_t cp; /* 0 = empty (never a non-ASCII code point) */
+	uint32_t sym;
+};
+
+static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t cap,
+			uint32_t *used, size_t *nused, uint32_t *out)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	unsigned shift = 32 - (unsigned)__builtin_ctzll((unsigned long long)cap);
+	size_t i = 0, n = 0;
+	while (i < len) {
+		uint32_t c = u[i];
+		size_t pos;
+		if (c < 0x80) {
+			i++;
+			out[n] = c;
+			/* ASCII whitespace (9..13, 28..32) by bit mask, no branch */
+			n += keep_ws | !((c < 64) & (unsigned)(0x1F0003E00ULL >> (c & 63)));
+			continue;
+		}
+		if (c >= 0xC2 && c <= 0xDF && i + 1 < len && (u[i + 1] & 0xC0) == 0x80) {
+			c = (c & 0x1F) << 6 | (u[i + 1] & 0x3Fu);
+			i += 2;
+		} else if (c >= 0xE1 && c <= 0xEF && c != 0xED && i + 2 < len &&
+			   (u[i + 1] & 0xC0) == 0x80 && (u[i + 2] & 0xC0) == 0x80) {
+			/* well-formed 3-byte form (E0 and ED have narrower second
+			 * bytes: left to utf8_next) */
+			c = (c & 0x0F) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu);
+			i += 3;
+		} else {
+			c = utf8_next(u, len, &i);
+		}
+		if (!keep_ws && py_isspace_nonascii(c))
+			continue;
+		pos = (uint32_t)(c * 0x9E3779B1u) >> shift;
+		while ((tab[pos].cp != c) & (tab[pos].cp != 0))
+			pos = (pos + 1) & (cap - 1);
+		if (!tab[pos].cp) {
+			tab[pos].cp = c;
+			tab[pos].sym = 128 + (uint32_t)*nused;
+			used[(*nused)++] = (uint32_t)pos;
+		}
+		out[n++] = tab[pos].sym;
+	}
+	return n;
+}
+
+/* Python string.punctuation: !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~ as bit masks */
 static bool is_punct(uint32_t c)
 {
-	return c < 0x80 && strchr("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", (int)c) && c != 0;
+	static const uint64_t lo = 0xFC00FFFE00000000ULL; /* 0x21..0x2F, 0x3A..0x3F */
+	static const uint64_t hi = 0x78000001F8000001ULL; /* 0x40, 0x5B..0x60, 0x7B..0x7E */
+	return c < 64 ? (lo >> c) & 1 : c < 128 ? (hi >> (c - 64)) & 1 : false;
 }
 
 /* sacreBLEU _remove_punctuation: spans of the words of cps[0..n). */
@@ -190,8 +341,9 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 			    struct lynn_chrf_stats *out, struct lynn_err *err)
 {
 	struct lynn_score_ctx tmp, *ctx = score_ctx_get(ctx_in, &tmp);
-	uint32_t *all, *ch, *cr;
-	size_t nh, nr, mh = 0, mr = 0;
+	uint32_t *ch, *cr, *used;
+	struct cp_ent *tab;
+	size_t nh, nr, nused = 0, cap;
 	int rc;
 
 	if ((rc = check_opts(o, err)))
@@ -199,16 +351,17 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 	memset(out, 0, sizeof *out);
 	out->n_orders = o->char_order + o->word_order;
 	rc = -LYNN_ENOMEM;
-	/* hyp then ref code points, whitespace kept (words need it) */
-	all = score_buf(ctx, SLOT_CP_A, (hyp_len + ref_len + 1) * sizeof *all, err);
-	if (!all)
-		goto out;
-	nh = utf8_decode(hyp, hyp_len, all);
-	nr = utf8_decode(ref, ref_len, all + nh);
 
 	if (o->word_order > 0) {
-		size_t ntot = nh + nr, nwh, nwr, nd;
-		uint32_t *off, *len, *ids;
+		uint32_t *all, *off, *len, *ids;
+		size_t ntot, nwh, nwr, nd;
+		/* hyp then ref code points, whitespace kept (words need it) */
+		all = score_buf(ctx, SLOT_CP_A, (hyp_len + ref_len + 1) * sizeof *all, err);
+		if (!all)
+			goto out;
+		nh = utf8_decode(hyp, hyp_len, all);
+		nr = utf8_decode(ref, ref_len, all + nh);
+		ntot = nh + nr;
 		off = score_buf(ctx, SLOT_IDS_A, 3 * (ntot + 1) * sizeof *off, err);
 		if (!off)
 			goto out;
@@ -218,24 +371,38 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 		nwr = split_words(all, nh, nr, off + nwh, len + nwh);
 		if ((rc = score_intern(ctx, SLOT_TABLE, all, off, len, nwh + nwr, ids, &nd, err)))
 			goto out;
-		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, o->word_order,
+		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
 				 out->v + 3 * o->char_order, err);
 		if (rc)
 			goto out;
 		rc = -LYNN_ENOMEM;
 	}
 
-	ch = score_buf(ctx, SLOT_CP_C, (nh + 1) * sizeof *ch, err);
-	cr = score_buf(ctx, SLOT_CP_D, (nr + 1) * sizeof *cr, err);
-	if (!ch || !cr)
+	/* symbols: hyp at ch, ref at cr, both at most one per byte */
+	ch = score_buf(ctx, SLOT_CP_C, (hyp_len + 1) * sizeof *ch, err);
+	cr = score_buf(ctx, SLOT_CP_D, (ref_len + 1) * sizeof *cr, err);
+	used = score_buf(ctx, SLOT_CP_B, (hyp_len + ref_len + 1) * sizeof *used, err);
+	/* distinct non-ASCII symbols: U+FFFD plus code points of ≥ 2 bytes each,
+	 * and no more than Unicode has; the table stays at most half full */
+	{
+		size_t high = 0, most;
+		for (size_t k = 0; k < hyp_len; k++)
+			high += (unsigned char)hyp[k] >= 0x80;
+		for (size_t k = 0; k < ref_len; k++)
+			high += (unsigned char)ref[k] >= 0x80;
+		most = high / 2 + 1;
+		if (most > 0x110001)
+			most = 0x110001;
+		cap = pow2_at_least(2 * most + 2);
+	}
+	tab = ch && cr && used ? clean_buf(ctx, SLOT_CHRF_CP, cap * sizeof *tab, err) : NULL;
+	if (!tab)
 		goto out;
-	for (size_t i = 0; i < nh; i++)
-		if (o->whitespace || !py_isspace(all[i]))
-			ch[mh++] = all[i];
-	for (size_t i = 0; i < nr; i++)
-		if (o->whitespace || !py_isspace(all[nh + i]))
-			cr[mr++] = all[nh + i];
-	rc = ngram_stats(ctx, ch, mh, cr, mr, o->char_order, out->v, err);
+	nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch);
+	nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr);
+	for (size_t k = 0; k < nused; k++)
+		tab[used[k]].cp = 0;
+	rc = ngram_stats(ctx, ch, nh, cr, nr, 128 + nused, o->char_order, out->v, err);
 out:
 	score_ctx_done(ctx, &tmp);
 	return rc;

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <pcre2.h>
+#include <pthread.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -39,6 +40,9 @@
 /* Pieces up to this many bytes merge with a linear scan; longer ones use a
  * heap (O(n log n), the bound on hostile input). */
 #define BPE_SMALL 64
+/* tokenizer.json files with more than this many bytes after the vocab key
+ * scan their merges on a second thread */
+#define MERGES_THREAD_MIN (1 << 20)
 
 enum {
 	IDF_USED = 1,    /* the id exists */
@@ -68,6 +72,12 @@ struct vkey {
 };
 #define VK_ENC 0x80000000u
 
+/* A merge result: rank (UINT32_MAX: none) and the merged id. */
+struct bpair {
+	uint32_t rank;
+	int32_t id;
+};
+
 struct mslot {
 	uint64_t key; /* left << 32 | right; UINT64_MAX empty */
 	uint32_t rank;
@@ -90,6 +100,9 @@ struct lynn_tok {
 	uint64_t *vh; /* vocab hash: hash tag << 32 | (id + 1), 0 empty */
 	uint32_t vh_mask;
 	struct mslot *ms; /* merge hash */
+	/* merges of two single-byte tokens by the bytes' values, [a * 256 + b]
+	 * (every first-round lookup of BPE; 512 KiB, stays in cache) */
+	struct bpair *byte_pairs;
 	uint32_t mh_mask;
 	size_t n_merges;
 
@@ -282,10 +295,24 @@ static long bytelevel_decode(const struct lynn_tok *t, const uint8_t *s, size_t 
 
 static inline uint64_t hash_bytes(const uint8_t *s, size_t n, bool enc)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ (enc ? 0x9e37ull : 0);
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ull;
-	return h ^ (h >> 29);
+	/* 8 bytes per step (tokens are short), then a murmur3-style finalizer:
+	 * low bits index the table, the high 32 are the tag */
+	uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ull ^ (enc ? 0x5851F42D4C957F2Dull : 0);
+	for (; n >= 8; n -= 8, s += 8) {
+		uint64_t w;
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	if (n) {
+		uint64_t w = 0;
+		for (size_t i = 0; i < n; i++)
+			w |= (uint64_t)s[i] << (8 * i);
+		h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+	}
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 33);
 }
 
 static inline uint64_t hash_pair(uint64_t k)
@@ -362,6 +389,12 @@ static inline bool merge_get(const struct lynn_tok *t, int32_t l, int32_t r, uin
 	}
 }
 
+static inline void merge_prefetch(const struct lynn_tok *t, int32_t l, int32_t r)
+{
+	uint64_t k = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
+	__builtin_prefetch(&t->ms[(uint32_t)hash_pair(k) & t->mh_mask]);
+}
+
 static void merge_put(struct lynn_tok *t, int32_t l, int32_t r, uint32_t rank, int32_t id)
 {
 	uint64_t k = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
@@ -371,13 +404,19 @@ static void merge_put(struct lynn_tok *t, int32_t l, int32_t r, uint32_t rank, i
 	if (t->ms[i].key == UINT64_MAX)
 		t->n_merges++;
 	t->ms[i] = (struct mslot){ k, rank, id };
+	/* a merge of two byte tokens also goes in the byte-pair table */
+	if (t->vk[l].len == (1 | VK_ENC) && t->vk[r].len == (1 | VK_ENC)) {
+		uint8_t a = t->arena[t->vk[l].off], b = t->arena[t->vk[r].off];
+		if (t->byte_id[a] == l && t->byte_id[b] == r)
+			t->byte_pairs[a * 256 + b] = (struct bpair){ rank, id };
+	}
 }
 
 /* Allocate the merge table with room for about n merges. */
 static int merges_alloc(struct lynn_tok *t, size_t n)
 {
 	size_t cap = 16;
-	while (cap < n * 2 + 2 && cap < (1u << 28))
+	while (cap < n + n / 2 + 2 && cap < (1u << 28))
 		cap <<= 1;
 	free(t->ms);
 	t->ms = malloc(cap * sizeof *t->ms);
@@ -386,13 +425,16 @@ static int merges_alloc(struct lynn_tok *t, size_t n)
 	memset(t->ms, 0xff, cap * sizeof *t->ms);
 	t->mh_mask = (uint32_t)cap - 1;
 	t->n_merges = 0;
+	/* emptied with the table (a rehash re-puts the byte merges) */
+	for (int i = 0; i < 65536; i++)
+		t->byte_pairs[i] = (struct bpair){ UINT32_MAX, -1 };
 	return 0;
 }
 
-/* Keep the load factor under 1/2. */
+/* Keep the load factor under 3/4 (linear probing over 16-byte slots). */
 static int merges_reserve(struct lynn_tok *t)
 {
-	if ((t->n_merges + 1) * 2 <= (size_t)t->mh_mask + 1)
+	if ((t->n_merges + 1) * 4 <= ((size_t)t->mh_mask + 1) * 3)
 		return 0;
 	struct mslot *old = t->ms;
 	size_t oc = (size_t)t->mh_mask + 1;
@@ -791,6 +833,32 @@ struct vent {
 	bool enc;
 };
 
+#define MERGE_BATCH 32
+
+struct mpend {
+	size_t i;             /* rank */
+	uint32_t dec, la, lb; /* decoded a then b, contiguous at bytes + dec */
+	uint32_t raw, ra, rb; /* raw strings (for messages) at bytes + raw */
+	uint64_t ha, hb;
+	int32_t ia, ib, im;
+	bool enc;             /* both parts byte-level */
+};
+
+/* Merges parsed and not yet resolved to ids. */
+struct mqueue {
+	struct mpend *v;
+	size_t n, cap;
+	struct lynn_buf bytes;
+};
+
+static void mqueue_release(struct mqueue *q)
+{
+	free(q->v);
+	q->v = NULL;
+	q->n = q->cap = 0;
+	lynn_buf_release(&q->bytes);
+}
+
 struct loader {
 	struct lynn_tok *t;
 	struct js j;
@@ -800,22 +868,13 @@ struct loader {
 	bool have_vocab;
 	const uint8_t *merges_at; /* merges met before vocab: parse later */
 	/* merges wait in a batch so that their hash slots can be prefetched */
-	struct mpend *mb;
-	size_t n_mb;
-	struct lynn_buf mbytes; /* decoded and raw strings of the batch */
-	int64_t guess;          /* merged id - rank of the last merge */
+	struct mqueue q;
+	int64_t guess; /* merged id - rank of the last merge */
+	/* merges scanned by a second thread while this one read the vocab */
+	const uint8_t *merges_key_at, *merges_end;
+	bool merges_done;
 };
 
-#define MERGE_BATCH 32
-
-struct mpend {
-	size_t i;          /* rank */
-	uint32_t dec, la, lb; /* decoded a then b, contiguous at mbytes + dec */
-	uint32_t raw, ra, rb; /* raw strings (for messages) at mbytes + raw */
-	uint64_t ha, hb;
-	int32_t ia, ib, im;
-	bool enc;          /* both parts byte-level */
-};
 
 static int conv_reserve(struct loader *L, size_t n)
 {
@@ -974,9 +1033,9 @@ static bool vkey_eq(const struct lynn_tok *t, int32_t id, const uint8_t *s, size
 	return k->len == ((uint32_t)n | (enc ? VK_ENC : 0)) && !memcmp(t->arena + k->off, s, n);
 }
 
-static int merge_error(struct loader *L, const struct mpend *m)
+static int merge_error(struct loader *L, const struct mqueue *q, const struct mpend *m)
 {
-	const char *raw = L->mbytes.data + m->raw;
+	const char *raw = q->bytes.data + m->raw;
 	const char *a = raw, *b = raw + m->ra;
 	if (m->ia < 0 || m->ib < 0) {
 		bool left = m->ia < 0;
@@ -990,17 +1049,27 @@ static int merge_error(struct loader *L, const struct mpend *m)
 			 L->j.what, m->i, (int)LYNN_MIN(m->ra, 40), a, (int)LYNN_MIN(m->rb, 40), b);
 }
 
-/* Resolve and insert the pending merges, in rank order. */
-static int merge_flush(struct loader *L)
+/* Resolve the queued merges (at most MERGE_BATCH) to ids and insert them,
+ * in rank order; the hash slots of each step are prefetched a step ahead
+ * (the tables are larger than the caches). */
+static int merge_resolve(struct loader *L, struct mqueue *q)
 {
 	struct lynn_tok *t = L->t;
-	const uint8_t *mb = (const uint8_t *)L->mbytes.data;
-	size_t n = L->n_mb;
+	const uint8_t *mb = (const uint8_t *)q->bytes.data;
+	struct mpend *v = q->v;
+	size_t n = q->n;
 	int32_t ca[MERGE_BATCH], cb[MERGE_BATCH];
 
-	/* 1: probe the (prefetched) slots, prefetch the keys */
+	/* 0: prefetch the vocab slots */
 	for (size_t k = 0; k < n; k++) {
-		struct mpend *m = &L->mb[k];
+		if (!v[k].enc)
+			continue;
+		__builtin_prefetch(&t->vh[(uint32_t)v[k].ha & t->vh_mask]);
+		__builtin_prefetch(&t->vh[(uint32_t)v[k].hb & t->vh_mask]);
+	}
+	/* 1: probe the slots, prefetch the keys */
+	for (size_t k = 0; k < n; k++) {
+		struct mpend *m = &v[k];
 		if (!m->enc)
 			continue;
 		ca[k] = vocab_probe(t, m->ha);
@@ -1012,7 +1081,7 @@ static int merge_flush(struct loader *L)
 	}
 	/* 2: prefetch the key bytes */
 	for (size_t k = 0; k < n; k++) {
-		if (!L->mb[k].enc)
+		if (!v[k].enc)
 			continue;
 		if (ca[k] >= 0)
 			__builtin_prefetch(t->arena + t->vk[ca[k]].off);
@@ -1021,7 +1090,7 @@ static int merge_flush(struct loader *L)
 	}
 	/* 3: verify, find the merged token, prefetch the merge slot */
 	for (size_t k = 0; k < n; k++) {
-		struct mpend *m = &L->mb[k];
+		struct mpend *m = &v[k];
 		if (m->enc) {
 			const uint8_t *a = mb + m->dec, *b = a + m->la;
 			m->ia = ca[k] >= 0 && vkey_eq(t, ca[k], a, m->la, true)
@@ -1034,90 +1103,96 @@ static int merge_flush(struct loader *L)
 				m->im = (int32_t)g;
 			else
 				m->im = vocab_find(t, a, km, true);
+		} else {
+			/* a part outside the byte map: raw UTF-8 tokens */
+			const uint8_t *raw = mb + m->raw;
+			m->ia = vocab_lookup_form(L, raw, m->ra);
+			m->ib = vocab_lookup_form(L, raw + m->ra, m->rb);
+			m->im = -1;
+			if (m->ia < -1 || m->ib < -1)
+				return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
+			if (m->ia >= 0 && m->ib >= 0)
+				m->im = vocab_find(t, raw, (size_t)m->ra + m->rb, false);
 		}
-		if (m->ia < 0 || m->ib < 0 || m->im < 0) {
-			L->n_mb = 0;
-			return merge_error(L, m);
-		}
+		if (m->ia < 0 || m->ib < 0 || m->im < 0)
+			return merge_error(L, q, m);
 		L->guess = (int64_t)m->im - (int64_t)m->i;
 		uint64_t key = (uint64_t)(uint32_t)m->ia << 32 | (uint32_t)m->ib;
 		__builtin_prefetch(&t->ms[(uint32_t)hash_pair(key) & t->mh_mask], 1);
 	}
 	/* 4: insert */
 	for (size_t k = 0; k < n; k++) {
-		struct mpend *m = &L->mb[k];
-		if (merges_reserve(t)) {
-			L->n_mb = 0;
+		struct mpend *m = &v[k];
+		if (merges_reserve(t))
 			return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
-		}
 		merge_put(t, m->ia, m->ib, (uint32_t)m->i, m->im);
 	}
-	L->n_mb = 0;
-	lynn_buf_reset(&L->mbytes);
 	return 0;
 }
 
-/* Queue merge i = "a" + "b" (strings in vocab form). HF requires a, b and
- * a+b in the vocab; the merged id is usually rank + a fixed offset, which
- * is checked before hashing. */
-static int add_merge(struct loader *L, size_t i, const char *a, size_t al, const char *b,
-		     size_t bl)
+/* Resolve what the loader's own queue holds and empty it. */
+static int merge_flush(struct loader *L)
 {
-	struct lynn_tok *t = L->t;
+	int rc = merge_resolve(L, &L->q);
+	L->q.n = 0;
+	lynn_buf_reset(&L->q.bytes);
+	return rc;
+}
+
+/* Queue merge i = "a" + "b" (strings in vocab form): the parts decoded
+ * from the byte-level form and hashed. Reads only t->cp_to_byte, so the
+ * second thread runs it while the vocab is still being built. */
+static int queue_merge(const struct lynn_tok *t, struct mqueue *q, size_t i, const char *a,
+		       size_t al, const char *b, size_t bl)
+{
 	struct mpend *m;
 	size_t need = 2 * (al + bl) + 8;
 
-	if (!L->mb && !(L->mb = malloc(MERGE_BATCH * sizeof *L->mb)))
-		return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
-	if (al + bl > UINT32_MAX / 4 || lynn_buf_reserve(&L->mbytes, need))
-		return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
-	m = &L->mb[L->n_mb++];
+	if (q->n == q->cap) {
+		size_t c = q->cap ? q->cap * 2 : MERGE_BATCH;
+		struct mpend *nv = realloc(q->v, c * sizeof *nv);
+		if (!nv)
+			return -LYNN_ENOMEM;
+		q->v = nv;
+		q->cap = c;
+	}
+	if (al + bl > UINT32_MAX / 4 || q->bytes.len + need > UINT32_MAX ||
+	    lynn_buf_reserve(&q->bytes, need))
+		return -LYNN_ENOMEM;
+	m = &q->v[q->n++];
 	m->i = i;
-	m->raw = (uint32_t)L->mbytes.len;
+	m->raw = (uint32_t)q->bytes.len;
 	m->ra = (uint32_t)al;
 	m->rb = (uint32_t)bl;
-	memcpy(L->mbytes.data + L->mbytes.len, a, al);
-	memcpy(L->mbytes.data + L->mbytes.len + al, b, bl);
-	L->mbytes.len += al + bl;
-	uint8_t *d = (uint8_t *)L->mbytes.data + L->mbytes.len;
+	memcpy(q->bytes.data + q->bytes.len, a, al);
+	memcpy(q->bytes.data + q->bytes.len + al, b, bl);
+	q->bytes.len += al + bl;
+	uint8_t *d = (uint8_t *)q->bytes.data + q->bytes.len;
 	long ka = bytelevel_decode(t, (const uint8_t *)a, al, d);
 	long kb = ka < 0 ? -1 : bytelevel_decode(t, (const uint8_t *)b, bl, d + ka);
 	m->enc = ka >= 0 && kb >= 0;
+	m->ia = m->ib = m->im = -1;
 	if (m->enc) {
-		m->dec = (uint32_t)L->mbytes.len;
+		m->dec = (uint32_t)q->bytes.len;
 		m->la = (uint32_t)ka;
 		m->lb = (uint32_t)kb;
-		L->mbytes.len += (size_t)(ka + kb);
+		q->bytes.len += (size_t)(ka + kb);
 		m->ha = hash_bytes(d, (size_t)ka, true);
 		m->hb = hash_bytes(d + ka, (size_t)kb, true);
-		__builtin_prefetch(&t->vh[(uint32_t)m->ha & t->vh_mask]);
-		__builtin_prefetch(&t->vh[(uint32_t)m->hb & t->vh_mask]);
-	} else {
-		/* a part outside the byte map: raw UTF-8 tokens, resolved now */
-		m->ia = vocab_lookup_form(L, (const uint8_t *)a, al);
-		m->ib = vocab_lookup_form(L, (const uint8_t *)b, bl);
-		m->im = -1;
-		if (m->ia < -1 || m->ib < -1)
-			return lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
-		if (m->ia >= 0 && m->ib >= 0) {
-			const char *raw = L->mbytes.data + m->raw;
-			m->im = vocab_find(t, (const uint8_t *)raw, al + bl, false);
-		}
 	}
-	if (L->n_mb == MERGE_BATCH)
-		return merge_flush(L);
 	return 0;
 }
 
-static int parse_merges(struct loader *L)
-{
-	struct js *j = &L->j;
-	size_t i = 0;
-	int rc;
+/* Scan model.merges at j (a JSON array of "a b" or ["a", "b"]) into q;
+ * each full batch goes to sink(ctx, q), which empties q. */
+typedef int (*merge_sink)(void *ctx, struct mqueue *q);
 
-	if (merges_alloc(L->t, (size_t)L->t->n_ids))
-		return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
-	rc = js_open(j, '[');
+static int scan_merges(const struct lynn_tok *t, struct js *j, struct lynn_buf *s1,
+		       struct lynn_buf *s2, struct mqueue *q, merge_sink sink, void *ctx)
+{
+	size_t i = 0;
+	int rc = js_open(j, '[');
+
 	if (rc < 0)
 		return rc;
 	while (rc == 0) {
@@ -1126,14 +1201,14 @@ static int parse_merges(struct loader *L)
 		if (js_is(j, '[')) {
 			j->p++;
 			/* the first view may point into s1, the second into s2 */
-			if (js_strv(j, &L->s1, &a, &al) || js_expect(j, ',') ||
-			    js_strv(j, &L->s2, &b, &bl) || js_expect(j, ']'))
-				return merge_flush(L) ? -LYNN_EFORMAT : -LYNN_EFORMAT;
+			if (js_strv(j, s1, &a, &al) || js_expect(j, ',') || js_strv(j, s2, &b, &bl) ||
+			    js_expect(j, ']'))
+				return -LYNN_EFORMAT;
 		} else {
 			const char *m;
 			size_t ml;
-			if (js_strv(j, &L->s1, &m, &ml))
-				return merge_flush(L) ? -LYNN_EFORMAT : -LYNN_EFORMAT;
+			if (js_strv(j, s1, &m, &ml))
+				return -LYNN_EFORMAT;
 			const char *sp = memchr(m, ' ', ml);
 			if (!sp || memchr(sp + 1, ' ', ml - (size_t)(sp + 1 - m)))
 				return lynn_errf(j->err, -LYNN_EFORMAT,
@@ -1143,7 +1218,9 @@ static int parse_merges(struct loader *L)
 			a = m, al = (size_t)(sp - m);
 			b = sp + 1, bl = ml - al - 1;
 		}
-		if ((rc = add_merge(L, i, a, al, b, bl)))
+		if (queue_merge(t, q, i, a, al, b, bl))
+			return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
+		if (q->n == MERGE_BATCH && (rc = sink(ctx, q)))
 			return rc;
 		i++;
 		rc = js_next(j, ']');
@@ -1151,7 +1228,199 @@ static int parse_merges(struct loader *L)
 			return rc;
 		rc = rc ? 0 : 1;
 	}
-	return merge_flush(L);
+	return 0;
+}
+
+static int sink_resolve(void *ctx, struct mqueue *q)
+{
+	(void)q;
+	return merge_flush(ctx);
+}
+
+static int parse_merges(struct loader *L)
+{
+	struct js *j = &L->j;
+	int rc;
+
+	if (merges_alloc(L->t, (size_t)L->t->n_ids))
+		return lynn_errf(j->err, -LYNN_ENOMEM, "tok: out of memory");
+	rc = scan_merges(L->t, j, &L->s1, &L->s2, &L->q, sink_resolve, L);
+	/* merges queued before a syntax error are checked first: a bad merge
+	 * there is the earlier error */
+	if (rc == -LYNN_EFORMAT && L->q.n) {
+		struct lynn_err keep = j->err ? *j->err : (struct lynn_err){ 0 };
+		if (!merge_flush(L) && j->err)
+			*j->err = keep;
+		return rc;
+	}
+	return rc ? rc : merge_flush(L);
+}
+
+/* ===== The merges on a second thread =====
+ * While this thread parses model.vocab, a second one skips it, finds
+ * model.merges after it and scans it (JSON, byte-level decoding, hashing:
+ * most of the load time) into blocks of MERGE_BATCH merges, handed over
+ * under a mutex; this thread resolves them to ids as they come. Any failure
+ * of the second thread falls back to the one-thread parse, which then gives
+ * the same errors as always. */
+
+struct mblock {
+	struct mqueue q;
+	struct mblock *next;
+};
+
+struct mthread {
+	const struct lynn_tok *t;
+	struct js j; /* at the vocab value */
+	struct lynn_err err;
+	struct lynn_buf s1, s2, key;
+	struct mqueue q;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* under mu: */
+	struct mblock *head, *tail;
+	bool finished, cancel, found;
+	int rc; /* once finished: 0 when all of model.merges was scanned */
+	const uint8_t *key_at, *end;
+};
+
+static int sink_publish(void *ctx, struct mqueue *q)
+{
+	struct mthread *m = ctx;
+	struct mblock *b = calloc(1, sizeof *b);
+	if (!b)
+		return -LYNN_ENOMEM;
+	b->q = *q; /* the block takes the arrays; the scanner starts anew */
+	memset(q, 0, sizeof *q);
+	pthread_mutex_lock(&m->mu);
+	bool cancel = m->cancel;
+	if (!cancel) {
+		if (m->tail)
+			m->tail->next = b;
+		else
+			m->head = b;
+		m->tail = b;
+		pthread_cond_signal(&m->cv);
+	}
+	pthread_mutex_unlock(&m->mu);
+	if (cancel) {
+		mqueue_release(&b->q);
+		free(b);
+		return -LYNN_EINTR;
+	}
+	return 0;
+}
+
+static void *merges_thread(void *arg)
+{
+	struct mthread *m = arg;
+	struct js *j = &m->j;
+	int rc = -1;
+	const uint8_t *key_at = NULL;
+
+	if (js_skip(j, 2))
+		goto out;
+	for (;;) {
+		if (js_next(j, '}') <= 0)
+			goto out; /* the end of model (no merges after the vocab), or bad JSON */
+		if (js_str(j, &m->key) || js_expect(j, ':'))
+			goto out;
+		if (!strcmp(m->key.data, "merges"))
+			break;
+		if (js_skip(j, 2))
+			goto out;
+	}
+	js_ws(j);
+	key_at = j->p;
+	pthread_mutex_lock(&m->mu);
+	m->found = true;
+	pthread_mutex_unlock(&m->mu);
+	rc = scan_merges(m->t, j, &m->s1, &m->s2, &m->q, sink_publish, m);
+	if (!rc && m->q.n)
+		rc = sink_publish(m, &m->q);
+out:
+	pthread_mutex_lock(&m->mu);
+	m->rc = rc;
+	m->key_at = key_at;
+	m->end = j->p;
+	m->finished = true;
+	pthread_cond_signal(&m->cv);
+	pthread_mutex_unlock(&m->mu);
+	return NULL;
+}
+
+/* Parse the vocab at L->j, with the merges after it scanned by a second
+ * thread and resolved here. */
+static int parse_vocab_and_merges(struct loader *L)
+{
+	struct mthread m = { 0 };
+	pthread_t th;
+	bool started = false;
+	int rc;
+
+	js_ws(&L->j);
+	if (L->j.end - L->j.p > MERGES_THREAD_MIN) {
+		m.t = L->t;
+		m.j = L->j;
+		m.j.err = &m.err;
+		if (pthread_mutex_init(&m.mu, NULL) == 0) {
+			if (pthread_cond_init(&m.cv, NULL) == 0) {
+				started = pthread_create(&th, NULL, merges_thread, &m) == 0;
+				if (!started)
+					pthread_cond_destroy(&m.cv);
+			}
+			if (!started)
+				pthread_mutex_destroy(&m.mu);
+		}
+	}
+	rc = parse_vocab(L);
+	if (!started)
+		return rc;
+	bool ok = !rc && !merges_alloc(L->t, (size_t)L->t->n_ids);
+	int rrc = 0;
+	for (;;) {
+		pthread_mutex_lock(&m.mu);
+		if (!ok || rrc)
+			m.cancel = true;
+		while (!m.head && !m.finished)
+			pthread_cond_wait(&m.cv, &m.mu);
+		struct mblock *b = m.head;
+		m.head = m.tail = NULL;
+		bool fin = m.finished;
+		pthread_mutex_unlock(&m.mu);
+		while (b) {
+			struct mblock *nx = b->next;
+			if (ok && !rrc)
+				rrc = merge_resolve(L, &b->q);
+			mqueue_release(&b->q);
+			free(b);
+			b = nx;
+		}
+		if (fin)
+			break;
+	}
+	pthread_join(th, NULL);
+	pthread_cond_destroy(&m.cv);
+	pthread_mutex_destroy(&m.mu);
+	if (ok && !rrc && m.rc == 0) {
+		L->merges_key_at = m.key_at;
+		L->merges_end = m.end;
+		L->merges_done = true;
+	} else if (ok && m.found) {
+		/* the second thread or the resolving failed: the one-thread parse
+		 * of model.merges (from a fresh table) reports it */
+		if (L->j.err)
+			lynn_err_clear(L->j.err);
+		if (merges_alloc(L->t, 8))
+			rc = lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
+	}
+	if (!ok && !rc)
+		rc = lynn_errf(L->j.err, -LYNN_ENOMEM, "tok: out of memory");
+	lynn_buf_release(&m.s1);
+	lynn_buf_release(&m.s2);
+	lynn_buf_release(&m.key);
+	mqueue_release(&m.q);
+	return rc;
 }
 
 static int parse_model(struct loader *L)
@@ -1180,7 +1449,7 @@ static int parse_model(struct loader *L)
 				rc = js_fail(j, "model.vocab given twice");
 				goto out;
 			}
-			if ((rc = parse_vocab(L)))
+			if ((rc = L->merges_at ? parse_vocab(L) : parse_vocab_and_merges(L)))
 				goto out;
 			if (L->merges_at) {
 				const uint8_t *save = j->p;
@@ -1195,7 +1464,11 @@ static int parse_model(struct loader *L)
 				rc = js_fail(j, "model.merges given twice");
 				goto out;
 			}
-			if (L->have_vocab) {
+			js_ws(j);
+			if (L->merges_done && j->p == L->merges_key_at) {
+				j->p = L->merges_end; /* read by the second thread */
+				have_merges = true;
+			} else if (L->have_vocab) {
 				if ((rc = parse_merges(L)))
 					goto out;
 				have_merges = true;
@@ -1722,6 +1995,12 @@ static struct lynn_tok *tok_new(void)
 	if (!t)
 		return NULL;
 	bytelevel_init_tables(t);
+	if (!(t->byte_pairs = malloc(65536 * sizeof *t->byte_pairs))) {
+		free(t);
+		return NULL;
+	}
+	for (int i = 0; i < 65536; i++)
+		t->byte_pairs[i] = (struct bpair){ UINT32_MAX, -1 };
 	for (int b = 0; b < 256; b++)
 		t->byte_id[b] = -1;
 	t->unk_id = -1;
@@ -1851,8 +2130,7 @@ out:
 	lynn_buf_release(&L.s2);
 	lynn_buf_release(&L.s3);
 	lynn_buf_release(&L.unk);
-	lynn_buf_release(&L.mbytes);
-	free(L.mb);
+	mqueue_release(&L.q);
 	free(L.conv);
 	if (rc) {
 		if (err && !err->code)
@@ -1938,6 +2216,7 @@ void lynn_tok_free(struct lynn_tok *t)
 	free(t->arena);
 	free(t->vh);
 	free(t->ms);
+	free(t->byte_pairs);
 	for (size_t i = 0; i < t->n_added; i++)
 		free(t->added[i].text);
 	free(t->added);
@@ -2044,13 +2323,16 @@ int lynn_tok_builder_merges(struct lynn_tok *t, const char *const *merges, size_
 				       m);
 			goto out;
 		}
-		if ((rc = add_merge(&L, i, m, (size_t)(sp - m), sp + 1, strlen(sp + 1))))
+		if (queue_merge(t, &L.q, i, m, (size_t)(sp - m), sp + 1, strlen(sp + 1))) {
+			rc = lynn_errf(err, -LYNN_ENOMEM, "tok: out of memory");
+			goto out;
+		}
+		if (L.q.n == MERGE_BATCH && (rc = merge_flush(&L)))
 			goto out;
 	}
 	rc = merge_flush(&L);
 out:
-	free(L.mb);
-	lynn_buf_release(&L.mbytes);
+	mqueue_release(&L.q);
 	lynn_buf_release(&L.s3);
 	free(L.conv);
 	return rc;
@@ -2084,14 +2366,27 @@ struct sym {
 	int32_t prev, next;
 };
 
+#define WC_SIZE 4096 /* entries, a power of two */
+#define WC_KEY 24    /* longest cached piece, bytes */
+#define WC_IDS 6     /* most ids of a cached piece */
+#define WC_MIN_INPUT 4096 /* inputs shorter than this go without the cache */
+
+struct wc_ent {
+	uint64_t h;
+	uint32_t len, n;
+	uint8_t key[WC_KEY];
+	int32_t ids[WC_IDS];
+};
+
 struct enc {
 	const struct lynn_tok *t;
+	struct wc_ent *wc;
 	unsigned flags;
 	struct lynn_tok_ids *out;
 	pcre2_match_data *md[MAX_SPLITS];
 	struct lynn_buf norm;
 	struct sym *syms;
-	uint32_t *ranks;
+	struct bpair *pairs;
 	uint64_t *heap;
 	size_t cap;
 	struct lynn_err *err;
@@ -2131,10 +2426,10 @@ static int enc_reserve(struct enc *e, size_t n)
 	if (!s)
 		return -LYNN_ENOMEM;
 	e->syms = s;
-	uint32_t *r = realloc(e->ranks, c * sizeof *r);
+	struct bpair *r = realloc(e->pairs, c * sizeof *r);
 	if (!r)
 		return -LYNN_ENOMEM;
-	e->ranks = r;
+	e->pairs = r;
 	uint64_t *h = realloc(e->heap, c * sizeof *h);
 	if (!h)
 		return -LYNN_ENOMEM;
@@ -2178,7 +2473,38 @@ static inline uint64_t heap_pop(uint64_t *h, size_t *n)
 
 /* BPE over one pre-tokenized piece (models/bpe/word.rs merge_all: the pair
  * of lowest rank merges first, the leftmost on ties). */
+static int bpe_merge(struct enc *e, const uint8_t *s, size_t n);
+
+/* Pieces repeat (words, indentation): a long input keeps a per-call cache
+ * of short pieces and their ids, direct-mapped by hash (HF keeps a word
+ * cache too). Per call, so a loaded tokenizer stays immutable. */
 static int bpe(struct enc *e, const uint8_t *s, size_t n)
+{
+	struct wc_ent *c = NULL;
+	uint64_t h = 0;
+	if (e->wc && n <= WC_KEY) {
+		h = hash_bytes(s, n, true);
+		c = &e->wc[h & (WC_SIZE - 1)];
+		if (c->h == h && c->len == n && !memcmp(c->key, s, n)) {
+			for (uint32_t i = 0; i < c->n; i++)
+				if (ids_push(e->out, c->ids[i]))
+					return -LYNN_ENOMEM;
+			return 0;
+		}
+	}
+	size_t n0 = e->out->n;
+	int rc = bpe_merge(e, s, n);
+	if (!rc && c && e->out->n - n0 <= WC_IDS) {
+		c->h = h;
+		c->len = (uint32_t)n;
+		c->n = (uint32_t)(e->out->n - n0);
+		memcpy(c->key, s, n);
+		memcpy(c->ids, e->out->ids + n0, c->n * sizeof *c->ids);
+	}
+	return rc;
+}
+
+static int bpe_merge(struct enc *e, const uint8_t *s, size_t n)
 {
 	const struct lynn_tok *t = e->t;
 	size_t m = 0;
@@ -2195,40 +2521,54 @@ static int bpe(struct enc *e, const uint8_t *s, size_t n)
 	if (enc_reserve(e, n + 1))
 		return -LYNN_ENOMEM;
 	struct sym *sy = e->syms;
+	bool all_bytes = true;
 	for (size_t i = 0; i < n; i++) {
 		int32_t id = t->byte_id[s[i]];
-		if (id < 0)
+		if (id < 0) {
+			all_bytes = false;
 			id = t->unk_id;
+		}
 		if (id < 0)
 			continue; /* no unk: HF drops the character */
 		sy[m].id = id;
 		m++;
 	}
 	if (n <= BPE_SMALL) {
-		/* linear scan over an array; ranks[i] caches pair (i, i+1) */
-		uint32_t *rk = e->ranks;
-		for (size_t i = 0; i + 1 < m; i++)
-			rk[i] = merge_get(t, sy[i].id, sy[i + 1].id, &rank, &nid) ? rank : UINT32_MAX;
+		/* linear scan over an array; pr[i] caches the merge of pair (i, i+1) */
+		struct bpair *pr = e->pairs;
+		if (all_bytes) {
+			for (size_t i = 0; i + 1 < m; i++)
+				pr[i] = t->byte_pairs[s[i] * 256 + s[i + 1]];
+		} else {
+			for (size_t i = 0; i + 1 < m; i++)
+				if (!merge_get(t, sy[i].id, sy[i + 1].id, &pr[i].rank, &pr[i].id))
+					pr[i].rank = UINT32_MAX;
+		}
 		while (m > 1) {
 			size_t best = 0;
-			uint32_t br = rk[0];
+			uint32_t br = pr[0].rank;
 			for (size_t i = 1; i + 1 < m; i++)
-				if (rk[i] < br)
-					br = rk[i], best = i;
+				if (pr[i].rank < br)
+					br = pr[i].rank, best = i;
 			if (br == UINT32_MAX)
 				break;
-			merge_get(t, sy[best].id, sy[best + 1].id, &rank, &nid);
-			sy[best].id = nid;
+			sy[best].id = pr[best].id;
 			memmove(sy + best + 1, sy + best + 2, (m - best - 2) * sizeof *sy);
 			if (m >= best + 3)
-				memmove(rk + best + 1, rk + best + 2, (m - best - 3) * sizeof *rk);
+				memmove(pr + best + 1, pr + best + 2, (m - best - 3) * sizeof *pr);
 			m--;
-			if (best + 1 < m)
-				rk[best] = merge_get(t, sy[best].id, sy[best + 1].id, &rank, &nid)
-						   ? rank : UINT32_MAX;
-			if (best > 0)
-				rk[best - 1] = merge_get(t, sy[best - 1].id, sy[best].id, &rank, &nid)
-						       ? rank : UINT32_MAX;
+			/* the two new pairs: look both up with their slots prefetched */
+			bool right = best + 1 < m, left = best > 0;
+			if (right)
+				merge_prefetch(t, sy[best].id, sy[best + 1].id);
+			if (left)
+				merge_prefetch(t, sy[best - 1].id, sy[best].id);
+			if (right && !merge_get(t, sy[best].id, sy[best + 1].id, &pr[best].rank,
+						&pr[best].id))
+				pr[best].rank = UINT32_MAX;
+			if (left && !merge_get(t, sy[best - 1].id, sy[best].id, &pr[best - 1].rank,
+					       &pr[best - 1].id))
+				pr[best - 1].rank = UINT32_MAX;
 		}
 		for (size_t i = 0; i < m; i++)
 			if (ids_push(e->out, sy[i].id))
@@ -2312,32 +2652,20 @@ static int split_stage(struct enc *e, int k, const uint8_t *s, size_t n)
 	return 0;
 }
 
-/* Could the NFC of this text differ from it? (cheap test; when unsure, yes) */
-static bool nfc_maybe_changes(const uint8_t *s, size_t n)
+/* NFC quick check for one character: true when it can neither change under
+ * NFC nor combine with its neighbours: combining class 0, no canonical
+ * decomposition (precomposed letters take the slow path: utf8proc does not
+ * flag every composition exclusion), not the second half of a canonical
+ * composition, not a conjoining Hangul jamo. */
+static bool nfc_safe_cp(uint32_t c)
 {
-	for (size_t i = 0; i < n;) {
-		if (s[i] < 0x80) {
-			i++;
-			continue;
-		}
-		size_t sub;
-		bool inc;
-		int l = utf8_seq(s + i, n - i, &sub, &inc);
-		if (!l)
-			return true;
-		uint32_t c = utf8_cp(s + i, l);
-		i += (size_t)l;
-		/* Below U+0300 nothing decomposes or composes; these CJK, kana and
-		 * Hangul syllable blocks are NFC-stable starters that never combine
-		 * with a preceding character. */
-		if (c < 0x300 || (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
-		    (c >= 0x3000 && c <= 0x3029) || (c >= 0x3041 && c <= 0x3096) ||
-		    (c >= 0x30A1 && c <= 0x30FA) || (c >= 0xAC00 && c <= 0xD7A3) ||
-		    (c >= 0xFF01 && c <= 0xFF60))
-			continue;
+	if (c < 0x300 || (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xAC00 && c <= 0xD7A3))
 		return true;
-	}
-	return false;
+	if (c >= 0x1100 && c <= 0x11FF)
+		return false;
+	const utf8proc_property_t *p = utf8proc_get_property((utf8proc_int32_t)c);
+	return p->combining_class == 0 && (p->comb_index == UINT16_MAX || p->comb_index < 0x8000) &&
+	       (p->decomp_seqindex == UINT16_MAX || p->decomp_type != 0);
 }
 
 static bool all_ascii(const uint8_t *s, size_t n)
@@ -2349,29 +2677,87 @@ static bool all_ascii(const uint8_t *s, size_t n)
 }
 
 /* Run the normalizers on valid UTF-8 into out (reset first). */
+/* Append utf8proc's transform of s[0..n) to out. */
+static int map_append(const uint8_t *s, size_t n, int opts, struct lynn_buf *out)
+{
+	utf8proc_uint8_t *dst = NULL;
+	utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst,
+					  (utf8proc_option_t)opts);
+	if (r < 0) {
+		free(dst);
+		return r == UTF8PROC_ERROR_NOMEM ? -LYNN_ENOMEM : -LYNN_EFORMAT;
+	}
+	int rc = lynn_buf_append(out, dst, (size_t)r) ? -LYNN_ENOMEM : 0;
+	free(dst);
+	return rc;
+}
+
+/* NFC of valid UTF-8, touching only the spans that can change: a character
+ * that passes nfc_safe_cp is a boundary (UAX #15: NFC(A + B) = NFC(A) +
+ * NFC(B) when B starts with such a character), so each run of unsafe
+ * characters is normalized together with the safe character before it. */
+static int nfc_spans(const uint8_t *s, size_t n, struct lynn_buf *out)
+{
+	size_t copied = 0, last_safe = 0, i = 0;
+	while (i < n) {
+		if (s[i] < 0x80) {
+			last_safe = i++;
+			continue;
+		}
+		size_t sub;
+		bool inc;
+		int l = utf8_seq(s + i, n - i, &sub, &inc);
+		if (!l)
+			return -LYNN_EFORMAT;
+		if (nfc_safe_cp(utf8_cp(s + i, l))) {
+			last_safe = i;
+			i += (size_t)l;
+			continue;
+		}
+		/* unsafe: the span runs from the last boundary to the next one */
+		size_t start = last_safe > copied ? last_safe : copied;
+		size_t end = i + (size_t)l;
+		while (end < n) {
+			if (s[end] < 0x80)
+				break;
+			int l2 = utf8_seq(s + end, n - end, &sub, &inc);
+			if (!l2)
+				return -LYNN_EFORMAT;
+			if (nfc_safe_cp(utf8_cp(s + end, l2)))
+				break;
+			end += (size_t)l2;
+		}
+		if (lynn_buf_append(out, s + copied, start - copied))
+			return -LYNN_ENOMEM;
+		int rc = map_append(s + start, end - start, UTF8PROC_STABLE | UTF8PROC_COMPOSE, out);
+		if (rc)
+			return rc;
+		copied = end;
+		last_safe = end; /* the next character is a boundary (or the end) */
+		i = end;
+	}
+	return lynn_buf_append(out, s + copied, n - copied) ? -LYNN_ENOMEM : 0;
+}
+
+/* Run the normalizers on valid UTF-8 into out (reset first). */
 static int normalize(const struct lynn_tok *t, const uint8_t *s, size_t n, struct lynn_buf *out)
 {
 	lynn_buf_reset(out);
+	if (t->nfc_only)
+		return nfc_spans(s, n, out);
 	if (lynn_buf_append(out, s, n))
 		return -LYNN_ENOMEM;
 	for (int i = 0; i < t->n_norms; i++) {
-		utf8proc_uint8_t *dst = NULL;
 		if (all_ascii((const uint8_t *)out->data, out->len))
 			break;
-		if (t->nfc_only && !nfc_maybe_changes((const uint8_t *)out->data, out->len))
-			break;
-		utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)out->data,
-						  (utf8proc_ssize_t)out->len, &dst,
-						  (utf8proc_option_t)t->norm_opts[i]);
-		if (r < 0) {
-			free(dst);
-			return r == UTF8PROC_ERROR_NOMEM ? -LYNN_ENOMEM : -LYNN_EFORMAT;
+		struct lynn_buf tmp = LYNN_BUF_INIT;
+		int rc = map_append((const uint8_t *)out->data, out->len, t->norm_opts[i], &tmp);
+		if (rc) {
+			lynn_buf_release(&tmp);
+			return rc;
 		}
-		lynn_buf_reset(out);
-		int rc = lynn_buf_append(out, dst, (size_t)r);
-		free(dst);
-		if (rc)
-			return -LYNN_ENOMEM;
+		lynn_buf_release(out);
+		*out = tmp;
 	}
 	return 0;
 }
@@ -2517,6 +2903,10 @@ int lynn_tok_encode(const struct lynn_tok *t, const char *text, size_t len, unsi
 	e.flags = flags;
 	e.out = out;
 	e.err = err;
+	if (len >= WC_MIN_INPUT && !(e.wc = calloc(WC_SIZE, sizeof *e.wc))) {
+		rc = -LYNN_ENOMEM;
+		goto out;
+	}
 	if ((flags & LYNN_TOK_F_ADD_SPECIAL) && t->add_bos && t->bos >= 0 &&
 	    (rc = ids_push(out, t->bos)))
 		goto out;
@@ -2538,7 +2928,8 @@ out:
 	for (int k = 0; k < t->n_splits; k++)
 		pcre2_match_data_free(e.md[k]);
 	free(e.syms);
-	free(e.ranks);
+	free(e.pairs);
+	free(e.wc);
 	free(e.heap);
 	lynn_buf_release(&e.norm);
 	lynn_buf_release(&fixed);

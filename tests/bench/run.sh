@@ -13,4 +13,5 @@ sh tests/bench/jinja.sh
 sh tests/bench/bench_pack.sh
 sh tests/bench/merge.sh
 cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude $(pkg-config --cflags libcjson) tests/bench/bench_score.c build/liblynn.a $(pkg-config --libs libcjson libpcre2-8 libutf8proc) -lm -o build/bench_score && build/bench_score && { /usr/bin/python3 tests/bench/bench_score_peers.py || echo "score peers: sacreBLEU / rouge-score sources not found (SACREBLEU_SRC, ROUGE_SRC)"; }
+sh tests/bench/bench_tok.sh
 sh tests/bench/bench_qv.sh
