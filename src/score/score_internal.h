@@ -46,6 +46,7 @@ static inline size_t utf8_decode(const char *s, size_t len, uint32_t *cps)
 }
 static inline int utf8_put(uint32_t cp, char *out) { return lynn_utf8_put(cp, out); }
 static inline bool py_isspace(uint32_t c) { return lynn_uc_isspace(c); }
+static inline bool py_isspace_nonascii(uint32_t c) { return lynn_uc_isspace_nonascii(c); }
 static inline bool py_isdecimal(uint32_t c) { return lynn_uc_isdecimal(c); }
 static inline bool uc_is_letter(uint32_t c) { return lynn_uc_is_letter(c); }
 static inline bool uc_is_latin(uint32_t c) { return lynn_uc_is_latin(c); }
