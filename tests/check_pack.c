@@ -438,11 +438,13 @@ END_TEST
 
 /* ===== a compressed-tensors NVFP4 variant of the tiny model ===== */
 
-enum nvfp4_defect { NV_OK, NV_NAN_SCALE, NV_NO_GLOBAL, NV_BAD_BLOCK };
+enum nvfp4_defect { NV_OK, NV_NAN_SCALE, NV_NO_GLOBAL, NV_BAD_BLOCK, NV_MODELOPT };
 
 /* Every 2-D `*_proj.weight` of the per-expert f32 model becomes
  * weight_packed U8 [N, K/2] + weight_scale F8_E4M3 [N, K/16] (1.0) +
- * weight_global_scale F32 [1] (1.0) + input_global_scale F32 [1] (1.0). */
+ * weight_global_scale F32 [1] (1.0) + input_global_scale F32 [1] (1.0);
+ * NV_MODELOPT: the ModelOpt names instead (weight U8, weight_scale,
+ * weight_scale_2, input_scale; all 1.0 as well). */
 static void write_nvfp4(const char *dst_file, enum nvfp4_defect defect)
 {
 	struct lynn_err e;
@@ -451,6 +453,7 @@ static void write_nvfp4(const char *dst_file, enum nvfp4_defect defect)
 	struct lynn_st_writer *w = lynn_st_writer_create(tmp, 0, &e);
 	static uint8_t zeros[65536], ones[65536];
 	const char *target = "model.language_model.layers.2.mlp.experts.3.up_proj";
+	const bool mo = defect == NV_MODELOPT;
 	int pass_n;
 
 	memset(ones, 0x38, sizeof ones); /* E4M3 1.0 */
@@ -480,15 +483,17 @@ static void write_nvfp4(const char *dst_file, enum nvfp4_defect defect)
 				if (defect == NV_NAN_SCALE && is_target)
 					g = NAN;
 				if (pass_n == 0) {
-					snprintf(nm, sizeof nm, "%s.weight_packed", base);
+					snprintf(nm, sizeof nm, "%s.%s", base, mo ? "weight" : "weight_packed");
 					ck_assert_int_eq(lynn_st_writer_declare(w, nm, LYNN_DTYPE_U8, 2, sq, &e), 0);
 					snprintf(nm, sizeof nm, "%s.weight_scale", base);
 					ck_assert_int_eq(lynn_st_writer_declare(w, nm, LYNN_DTYPE_F8_E4M3, 2, ss, &e), 0);
 					if (!(defect == NV_NO_GLOBAL && is_target)) {
-						snprintf(nm, sizeof nm, "%s.weight_global_scale", base);
+						snprintf(nm, sizeof nm, "%s.%s", base,
+							 mo ? "weight_scale_2" : "weight_global_scale");
 						ck_assert_int_eq(lynn_st_writer_declare(w, nm, LYNN_DTYPE_F32, 1, one, &e), 0);
 					}
-					snprintf(nm, sizeof nm, "%s.input_global_scale", base);
+					snprintf(nm, sizeof nm, "%s.%s", base,
+						 mo ? "input_scale" : "input_global_scale");
 					ck_assert_int_eq(lynn_st_writer_declare(w, nm, LYNN_DTYPE_F32, 1, one, &e), 0);
 				} else {
 					float one_f = 1.0f;
@@ -529,6 +534,15 @@ START_TEST(test_nvfp4)
 	 * out_proj (2 linear-attention layers) or q/k/v/o_proj (2 full) */
 	ck_assert_int_eq(cJSON_GetObjectItem(fmt, "nvfp4_compressed_tensors")->valueint,
 			 2 * (24 + 3 + 1) + 2 * (24 + 3 + 4));
+	pack_out_free(&o);
+
+	write_nvfp4(p, NV_MODELOPT);
+	o = run_pack(TINY_MM_F32, dst, "--scan-scales");
+	ck_assert_msg(o.status == 0, "exit %d: %s", o.status, o.err);
+	fmt = cJSON_GetObjectItem(gate(&o, "weights"), "linear_formats");
+	ck_assert_int_eq(cJSON_GetObjectItem(fmt, "nvfp4_modelopt")->valueint,
+			 2 * (24 + 3 + 1) + 2 * (24 + 3 + 4));
+	ck_assert_int_eq(cJSON_GetObjectItem(fmt, "nvfp4_compressed_tensors")->valueint, 0);
 	pack_out_free(&o);
 
 	write_nvfp4(p, NV_NAN_SCALE);
