@@ -26,6 +26,11 @@ int cmd_fail(const struct lynn_err *err);
 /* Print "lynn CMD: <message>" and a hint to stderr; return 2. */
 int cmd_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Parse an option's number: an integer in [lo, hi], or a finite double in
+ * [lo, hi]. On bad input print "lynn CMD: OPT: 'S' is not ..." and return 2. */
+int cmd_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
+int cmd_opt_double(const char *cmd, const char *opt, const char *s, double lo, double hi,
+		   double *out);
 /* Handle the options every command takes (-q, -v): returns true if `opt`
  * was one of them. */
 bool cmd_common_opt(int opt);

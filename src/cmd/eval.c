@@ -608,18 +608,6 @@ out:
 
 /* ===== options ===== */
 
-static int parse_num(const char *flag, const char *s, double lo, double hi, double *out)
-{
-	char *end;
-	double v;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return cmd_usage_error("eval", "%s: '%s' is not a number in [%g, %g]", flag, s, lo, hi);
-	*out = v;
-	return 0;
-}
-
 int cmd_eval(int argc, char **argv)
 {
 	enum { O_ADAPTER = 256, O_BASE, O_PROMPTS, O_PROMPTS_DIR, O_OUTPUT, O_OUT_DIR, O_TAG, O_RUNNER,
@@ -692,27 +680,27 @@ int cmd_eval(int argc, char **argv)
 		case O_THINK: o.go.think = true; break;
 		case O_JSON: o.json = true; break;
 		case O_CONC:
-			if (parse_num("--concurrency", optarg, 1, 4096, &v))
+			if (cmd_opt_double("eval", "--concurrency", optarg, 1, 4096, &v))
 				return 2;
 			o.go.concurrency = (int)v;
 			break;
 		case O_RETRIES:
-			if (parse_num("--retries", optarg, 0, 100, &v))
+			if (cmd_opt_double("eval", "--retries", optarg, 0, 100, &v))
 				return 2;
 			o.go.retries = (int)v;
 			break;
 		case O_TIMEOUT:
-			if (parse_num("--timeout", optarg, 0.001, 86400, &v))
+			if (cmd_opt_double("eval", "--timeout", optarg, 0.001, 86400, &v))
 				return 2;
 			o.go.timeout_s = v;
 			break;
 		case O_BACKOFF:
-			if (parse_num("--backoff", optarg, 0, 60, &v))
+			if (cmd_opt_double("eval", "--backoff", optarg, 0, 60, &v))
 				return 2;
 			o.go.backoff_s = v;
 			break;
 		case O_THREADS:
-			if (parse_num("--threads", optarg, 0, 4096, &v))
+			if (cmd_opt_double("eval", "--threads", optarg, 0, 4096, &v))
 				return 2;
 			o.go.threads = (int)v;
 			break;

@@ -2,6 +2,7 @@
  * token at a time with the sampler, streaming the result to stdout and
  * stats to stderr. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,22 +41,10 @@ static void usage(FILE *f)
 
 static int parse_float(const char *opt, const char *s, float *out)
 {
-	char *end;
-	double v = strtod(s, &end);
-	if (!*s || *end || v != v)
-		return cmd_usage_error("generate", "%s: '%s' is not a number", opt, s);
+	double v;
+	if (cmd_opt_double("generate", opt, s, -HUGE_VAL, HUGE_VAL, &v))
+		return 2;
 	*out = (float)v;
-	return 0;
-}
-
-static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (!*s || *end || v < lo || v > hi)
-		return cmd_usage_error("generate", "%s: '%s' is not an integer in [%ld, %ld]", opt, s, lo,
-				       hi);
-	*out = v;
 	return 0;
 }
 
@@ -119,7 +108,7 @@ int cmd_generate(int argc, char **argv)
 		case 'M': messages = optarg; break;
 		case 'i': ids_s = optarg; break;
 		case 'n':
-			if (parse_long("--max-tokens", optarg, 0, 1L << 30, &max_tokens))
+			if (cmd_opt_long("generate", "--max-tokens", optarg, 0, 1L << 30, &max_tokens))
 				return 2;
 			break;
 		case 'T':
@@ -131,7 +120,7 @@ int cmd_generate(int argc, char **argv)
 				return 2;
 			break;
 		case 'K':
-			if (parse_long("--top-k", optarg, 0, 1L << 30, &v))
+			if (cmd_opt_long("generate", "--top-k", optarg, 0, 1L << 30, &v))
 				return 2;
 			sp.top_k = (int)v;
 			break;
@@ -152,7 +141,7 @@ int cmd_generate(int argc, char **argv)
 		case 'r': raw = true; break;
 		case 'I': print_ids = true; break;
 		case 't':
-			if (parse_long("--threads", optarg, 1, 4096, &threads))
+			if (cmd_opt_long("generate", "--threads", optarg, 1, 4096, &threads))
 				return 2;
 			break;
 		case 'D':

@@ -121,10 +121,9 @@ int cmd_logits(int argc, char **argv)
 		case 'l': last = true; break;
 		case 'a': adapter = optarg; break;
 		case 't': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 4096)
-				return cmd_usage_error("logits", "--threads: '%s' is not a thread count", optarg);
+			long v;
+			if (cmd_opt_long("logits", "--threads", optarg, 1, 4096, &v))
+				return 2;
 			threads = (int)v;
 			break;
 		}

@@ -5,6 +5,8 @@
  *   lynn help [CMD] | CMD --help   usage
  *   lynn --version                 version, git hash, build flags
  */
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +76,31 @@ int cmd_usage_error(const char *cmd, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\n(see 'lynn %s --help')\n", cmd);
 	return 2;
+}
+
+int cmd_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	long v;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (!*s || *end || errno || v < lo || v > hi)
+		return cmd_usage_error(cmd, "%s: '%s' is not an integer in [%ld, %ld]", opt, s, lo, hi);
+	*out = v;
+	return 0;
+}
+
+int cmd_opt_double(const char *cmd, const char *opt, const char *s, double lo, double hi,
+		   double *out)
+{
+	char *end;
+	double v;
+	errno = 0;
+	v = strtod(s, &end);
+	if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi)
+		return cmd_usage_error(cmd, "%s: '%s' is not a number in [%g, %g]", opt, s, lo, hi);
+	*out = v;
+	return 0;
 }
 
 bool cmd_common_opt(int opt)

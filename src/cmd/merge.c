@@ -183,7 +183,8 @@ int cmd_merge(int argc, char **argv)
 	struct lynn_lora *lora = NULL;
 	struct lynn_tmpdir td = { 0 };
 	struct lynn_progress_bar bar;
-	int c, status = 0, threads = 0;
+	int c, status = 0;
+	long threads = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hqv", longopts, NULL)) != -1) {
@@ -204,9 +205,8 @@ int cmd_merge(int argc, char **argv)
 		case 'C': skip_coherence = true; break;
 		case 'f': force = true; break;
 		case 'T':
-			threads = atoi(optarg);
-			if (threads < 1)
-				return cmd_usage_error("merge", "--threads: '%s' is not a positive integer", optarg);
+			if (cmd_opt_long("merge", "--threads", optarg, 1, 4096, &threads))
+				return 2;
 			break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return cmd_usage_error("merge", "unknown option");
@@ -226,7 +226,7 @@ int cmd_merge(int argc, char **argv)
 	if (!lora || lynn_lora_bind(lora, ck, &err))
 		goto fail;
 	if (!skip_coherence) {
-		status = coherence_check(base, threads, &err);
+		status = coherence_check(base, (int)threads, &err);
 		if (status < 0)
 			goto fail;
 		if (status == 1) {
@@ -234,7 +234,7 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		}
 	}
-	opts.n_threads = threads;
+	opts.n_threads = (int)threads;
 	if (lynn_tmpdir_create(&td, output, force, &err))
 		goto fail;
 	lynn_progress_bar_init(&bar, "merge", true, stderr, cmd_progress_enabled());

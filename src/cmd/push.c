@@ -150,10 +150,9 @@ int cmd_push(int argc, char **argv)
 		case O_PRIVATE: o.private_repo = true; break;
 		case O_DRY: dry = true; break;
 		case O_THREADS: {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 64)
-				return cmd_usage_error("push", "--threads '%s': expected 1..64", optarg);
+			long v;
+			if (cmd_opt_long("push", "--threads", optarg, 1, 64, &v))
+				return 2;
 			o.connections = (int)v;
 			break;
 		}

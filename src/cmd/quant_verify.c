@@ -48,28 +48,6 @@ static void usage(FILE *f)
 		"Endpoints read the API key from LYNN_API_KEY or OPENAI_API_KEY.\n");
 }
 
-static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (!*s || *end || v < lo || v > hi)
-		return cmd_usage_error("quant-verify", "%s: '%s' is not an integer in [%ld, %ld]", opt, s,
-				       lo, hi);
-	*out = v;
-	return 0;
-}
-
-static int parse_double(const char *opt, const char *s, double lo, double hi, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-	if (!*s || *end || !isfinite(v) || v < lo || v > hi)
-		return cmd_usage_error("quant-verify", "%s: '%s' is not a number in [%g, %g]", opt, s, lo,
-				       hi);
-	*out = v;
-	return 0;
-}
-
 struct labelled {
 	const char *label; /* points into a strdup'ed copy */
 	const char *path;
@@ -195,16 +173,16 @@ int cmd_quant_verify(int argc, char **argv)
 			break;
 		case 'p': prompts_file = optarg; break;
 		case 'n':
-			if ((status = parse_long("--max-tokens", optarg, 1, 1 << 20, &v)))
+			if ((status = cmd_opt_long("quant-verify", "--max-tokens", optarg, 1, 1 << 20, &v)))
 				goto out;
 			go.max_tokens = ro.max_tokens = (int)v;
 			break;
 		case 's':
-			if ((status = parse_double("--min-similarity", optarg, 0, 1, &ro.min_similarity)))
+			if ((status = cmd_opt_double("quant-verify", "--min-similarity", optarg, 0, 1, &ro.min_similarity)))
 				goto out;
 			break;
 		case 'w':
-			if ((status = parse_long("--chrf-word-order", optarg, 0, 4, &v)))
+			if ((status = cmd_opt_long("quant-verify", "--chrf-word-order", optarg, 0, 4, &v)))
 				goto out;
 			ro.chrf_word_order = (int)v;
 			break;
@@ -212,22 +190,22 @@ int cmd_quant_verify(int argc, char **argv)
 		case 'f': force = true; break;
 		case 'j': json = true; break;
 		case 't':
-			if ((status = parse_long("--threads", optarg, 1, 4096, &v)))
+			if ((status = cmd_opt_long("quant-verify", "--threads", optarg, 1, 4096, &v)))
 				goto out;
 			go.n_threads = (int)v;
 			break;
 		case 'c':
-			if ((status = parse_long("--concurrency", optarg, 1, 1024, &v)))
+			if ((status = cmd_opt_long("quant-verify", "--concurrency", optarg, 1, 1024, &v)))
 				goto out;
 			go.concurrency = (int)v;
 			break;
 		case 'T':
-			if ((status = parse_double("--timeout", optarg, 0.001, 86400, &d)))
+			if ((status = cmd_opt_double("quant-verify", "--timeout", optarg, 0.001, 86400, &d)))
 				goto out;
 			go.timeout_s = d;
 			break;
 		case 'y':
-			if ((status = parse_long("--retries", optarg, 0, 100, &v)))
+			if ((status = cmd_opt_long("quant-verify", "--retries", optarg, 0, 100, &v)))
 				goto out;
 			go.max_retries = (int)v;
 			break;

@@ -83,7 +83,8 @@ int cmd_sanity(int argc, char **argv)
 	};
 	const char *base = NULL, *adapter = NULL, *prompts_file = NULL, *out_json = NULL;
 	double threshold = 0.01;
-	int threads = 0, c, status = 0, n_prompts = 0, n_pass = 0;
+	long threads = 0;
+	int c, status = 0, n_prompts = 0, n_pass = 0;
 	char **prompts = NULL;
 	struct lynn_err err = { 0 };
 	struct lynn_engine *eng = NULL;
@@ -92,7 +93,6 @@ int cmd_sanity(int argc, char **argv)
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hqv", longopts, NULL)) != -1) {
-		char *end;
 		if (cmd_common_opt(c))
 			continue;
 		switch (c) {
@@ -101,14 +101,12 @@ int cmd_sanity(int argc, char **argv)
 		case 'p': prompts_file = optarg; break;
 		case 'o': out_json = optarg; break;
 		case 't':
-			threshold = strtod(optarg, &end);
-			if (!*optarg || *end || !(threshold >= 0) || !isfinite(threshold))
-				return cmd_usage_error("sanity", "--threshold: '%s' is not a number >= 0", optarg);
+			if (cmd_opt_double("sanity", "--threshold", optarg, 0, HUGE_VAL, &threshold))
+				return 2;
 			break;
 		case 'T':
-			threads = (int)strtol(optarg, &end, 10);
-			if (!*optarg || *end || threads < 1)
-				return cmd_usage_error("sanity", "--threads: '%s' is not a positive integer", optarg);
+			if (cmd_opt_long("sanity", "--threads", optarg, 1, 4096, &threads))
+				return 2;
 			break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return cmd_usage_error("sanity", "unknown option");
@@ -131,7 +129,7 @@ int cmd_sanity(int argc, char **argv)
 	cJSON_AddNumberToObject(rep, "n_total", n_prompts);
 	cJSON_AddNumberToObject(rep, "diff_threshold", threshold);
 
-	struct lynn_engine_opts eo = { .n_threads = threads, .adapter = adapter };
+	struct lynn_engine_opts eo = { .n_threads = (int)threads, .adapter = adapter };
 	eng = lynn_engine_open(base, &eo, &err);
 	if (!eng) {
 		/* an adapter that maps onto nothing is the failure this command exists for */
