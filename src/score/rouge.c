@@ -25,55 +25,92 @@
 
 #define STEM_MAX 256
 
-/* Tokenize cps[0..n) appending token text (code points) to tok at *nt and
- * spans to off/len. Returns the number of tokens. */
-static size_t tokenize(const uint32_t *cps, size_t n, unsigned flags, uint32_t *tok,
+/* Lowercased ASCII word character for a byte < 0x80, or 0. */
+static const unsigned char word_ascii[128] = {
+	['0'] = '0', ['1'] = '1', ['2'] = '2', ['3'] = '3', ['4'] = '4',
+	['5'] = '5', ['6'] = '6', ['7'] = '7', ['8'] = '8', ['9'] = '9',
+#define W(x) [x] = x, [x - 32] = x
+	W('a'), W('b'), W('c'), W('d'), W('e'), W('f'), W('g'), W('h'), W('i'),
+	W('j'), W('k'), W('l'), W('m'), W('n'), W('o'), W('p'), W('q'), W('r'),
+	W('s'), W('t'), W('u'), W('v'), W('w'), W('x'), W('y'), W('z'),
+#undef W
+};
+
+/* The code point at byte i of s (decoded as lynn_utf8_decode does) with the
+ * index after it in *ni. */
+static inline uint32_t cp_at(const unsigned char *s, size_t n, size_t i, size_t *ni)
+{
+	if (s[i] < 0x80) {
+		*ni = i + 1;
+		return s[i];
+	}
+	*ni = i;
+	return utf8_next(s, n, ni);
+}
+
+/* Word character (lowercased) of code point c, or 0; *dot set when c is
+ * U+0130 in ASCII-only mode ("İ".lower() is "i" + U+0307, ending the token). */
+static inline uint32_t word_char(uint32_t c, bool ascii_only, bool *dot)
+{
+	*dot = false;
+	if (c < 0x80)
+		return word_ascii[c];
+	if (ascii_only && (c == 0x130 || c == 0x212A)) {
+		*dot = c == 0x130;
+		return *dot ? 'i' : 'k';
+	}
+	return 0;
+}
+
+/* Tokenize the UTF-8 bytes s[0..n) appending token text (code points) to tok
+ * at *nt and spans to off/len. Returns the number of tokens. */
+static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_t *tok,
 		       size_t *nt, uint32_t *off, uint32_t *len)
 {
-	size_t ntok = 0, i = 0;
-	bool ascii_only = flags & LYNN_ROUGE_F_ASCII_ONLY;
+	size_t ntok = 0, i = 0, ni;
+	bool ascii_only = flags & LYNN_ROUGE_F_ASCII_ONLY, dot;
 
 	while (i < n) {
-		uint32_t c = cps[i];
-		if (ascii_only && (c == 0x130 || c == 0x212A))
-			c = c == 0x130 ? 'i' : 'k';
-		if (c >= 'A' && c <= 'Z')
-			c += 32;
-		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
-			size_t s = *nt;
-			while (i < n) {
-				bool dot = false;
-				c = cps[i];
-				if (ascii_only && (c == 0x130 || c == 0x212A)) {
-					/* "İ".lower() is "i" + U+0307, which ends the token */
-					dot = c == 0x130;
-					c = dot ? 'i' : 'k';
-				}
-				if (c >= 'A' && c <= 'Z')
-					c += 32;
-				if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
+		uint32_t c, w;
+		if (s[i] < 0x80 && !word_ascii[s[i]]) {
+			i++;
+			continue;
+		}
+		c = cp_at(s, n, i, &ni);
+		w = word_char(c, ascii_only, &dot);
+		if (w) {
+			size_t st0 = *nt;
+			for (;;) {
+				tok[(*nt)++] = w;
+				i = ni;
+				if (dot || i >= n)
 					break;
-				tok[(*nt)++] = c;
-				i++;
-				if (dot)
+				if (s[i] < 0x80) {
+					if (!(w = word_ascii[s[i]]))
+						break;
+					ni = i + 1;
+					continue;
+				}
+				c = cp_at(s, n, i, &ni);
+				if (!(w = word_char(c, ascii_only, &dot)))
 					break;
 			}
-			if ((flags & LYNN_ROUGE_F_STEM) && *nt - s > 3 && *nt - s < STEM_MAX) {
-				char w[STEM_MAX], st[STEM_MAX + 8];
-				size_t wl = *nt - s;
+			if ((flags & LYNN_ROUGE_F_STEM) && *nt - st0 > 3 && *nt - st0 < STEM_MAX) {
+				char wd[STEM_MAX], st[STEM_MAX + 8];
+				size_t wl = *nt - st0;
 				int sl;
 				for (size_t q = 0; q < wl; q++)
-					w[q] = (char)tok[s + q];
-				sl = lynn_porter_stem(w, wl, st, sizeof st);
+					wd[q] = (char)tok[st0 + q];
+				sl = lynn_porter_stem(wd, wl, st, sizeof st);
 				if (sl >= 0 && (size_t)sl <= wl) {
 					for (int q = 0; q < sl; q++)
-						tok[s + (size_t)q] = (unsigned char)st[q];
-					*nt = s + (size_t)sl;
+						tok[st0 + (size_t)q] = (unsigned char)st[q];
+					*nt = st0 + (size_t)sl;
 				}
 			}
-			if (*nt > s) {
-				off[ntok] = (uint32_t)s;
-				len[ntok++] = (uint32_t)(*nt - s);
+			if (*nt > st0) {
+				off[ntok] = (uint32_t)st0;
+				len[ntok++] = (uint32_t)(*nt - st0);
 			}
 			continue;
 		}
@@ -82,7 +119,7 @@ static size_t tokenize(const uint32_t *cps, size_t n, unsigned flags, uint32_t *
 			len[ntok++] = 1;
 			tok[(*nt)++] = c;
 		}
-		i++;
+		i = ni;
 	}
 	return ntok;
 }
@@ -170,22 +207,21 @@ int lynn_rouge_l(struct lynn_score_ctx *ctx_in, const char *hyp, size_t hyp_len,
 		 struct lynn_err *err)
 {
 	struct lynn_score_ctx tmp, *ctx = score_ctx_get(ctx_in, &tmp);
-	size_t tot = hyp_len + ref_len, nh, nr, nt = 0, nth, ntr, nd, lcs;
-	uint32_t *cps, *tok, *off, *len, *ids;
+	size_t tot = hyp_len + ref_len, nt = 0, nth, ntr, nd, lcs;
+	uint32_t *tok, *off, *len, *ids;
 	int rc = -LYNN_ENOMEM;
 
 	memset(out, 0, sizeof *out);
-	cps = score_buf(ctx, SLOT_CP_A, (tot + 1) * sizeof *cps, err);
+	/* at most one token character and one token per input byte */
 	tok = score_buf(ctx, SLOT_CP_B, (tot + 1) * sizeof *tok, err);
 	off = score_buf(ctx, SLOT_IDS_A, 3 * (tot + 1) * sizeof *off, err);
-	if (!cps || !tok || !off)
+	if (!tok || !off)
 		goto out;
 	len = off + tot + 1;
 	ids = len + tot + 1;
-	nh = utf8_decode(hyp, hyp_len, cps);
-	nr = utf8_decode(ref, ref_len, cps + nh);
-	nth = tokenize(cps, nh, flags, tok, &nt, off, len);
-	ntr = tokenize(cps + nh, nr, flags, tok, &nt, off + nth, len + nth);
+	nth = tokenize((const unsigned char *)hyp, hyp_len, flags, tok, &nt, off, len);
+	ntr = tokenize((const unsigned char *)ref, ref_len, flags, tok, &nt, off + nth,
+		       len + nth);
 	rc = 0;
 	if (nth == 0 || ntr == 0)
 		goto out;
@@ -211,16 +247,15 @@ out:
 
 char *lynn_rouge_tokens(const char *text, size_t n, unsigned flags, struct lynn_err *err)
 {
-	uint32_t *cps = malloc((n + 1) * sizeof *cps), *tok = malloc((n + 1) * sizeof *tok);
+	uint32_t *tok = malloc((n + 1) * sizeof *tok);
 	uint32_t *off = malloc((n + 1) * sizeof *off), *len = malloc((n + 1) * sizeof *len);
 	struct lynn_buf b = LYNN_BUF_INIT;
 	char *res = NULL;
-	size_t nc, nt = 0, ntok;
+	size_t nt = 0, ntok;
 
-	if (!cps || !tok || !off || !len)
+	if (!tok || !off || !len)
 		goto out;
-	nc = utf8_decode(text, n, cps);
-	ntok = tokenize(cps, nc, flags, tok, &nt, off, len);
+	ntok = tokenize((const unsigned char *)text, n, flags, tok, &nt, off, len);
 	if (lynn_buf_puts(&b, ""))
 		goto out;
 	for (size_t k = 0; k < ntok; k++) {
@@ -236,7 +271,6 @@ out:
 	if (!res)
 		lynn_errf(err, -LYNN_ENOMEM, "rouge: out of memory");
 	lynn_buf_release(&b);
-	free(cps);
 	free(tok);
 	free(off);
 	free(len);
