@@ -62,10 +62,20 @@ static inline uint32_t word_char(uint32_t c, bool ascii_only, bool *dot)
 	return 0;
 }
 
+#define TOK_H0 0x9E3779B97F4A7C15ULL
+#define TOK_HMUL 0x100000001B3ULL
+
+/* Hash of a token's text (code points w[0..n)), as tokenize computes it. */
+static inline uint64_t tok_hash_end(uint64_t h, size_t n)
+{
+	return mix64(h ^ n);
+}
+
 /* Tokenize the UTF-8 bytes s[0..n) appending token text (code points) to tok
- * at *nt and spans to off/len. Returns the number of tokens. */
+ * at *nt, spans to off/len and, when hs is not NULL, each token's hash to hs.
+ * Returns the number of tokens. */
 static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_t *tok,
-		       size_t *nt, uint32_t *off, uint32_t *len)
+		       size_t *nt, uint32_t *off, uint32_t *len, uint64_t *hs)
 {
 	size_t ntok = 0, i = 0, ni;
 	bool ascii_only = flags & LYNN_ROUGE_F_ASCII_ONLY, dot;
@@ -80,8 +90,10 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 		w = word_char(c, ascii_only, &dot);
 		if (w) {
 			size_t st0 = *nt;
+			uint64_t h = TOK_H0;
 			for (;;) {
 				tok[(*nt)++] = w;
+				h = (h ^ w) * TOK_HMUL;
 				i = ni;
 				if (dot || i >= n)
 					break;
@@ -103,18 +115,25 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 					wd[q] = (char)tok[st0 + q];
 				sl = lynn_porter_stem(wd, wl, st, sizeof st);
 				if (sl >= 0 && (size_t)sl <= wl) {
-					for (int q = 0; q < sl; q++)
+					h = TOK_H0;
+					for (int q = 0; q < sl; q++) {
 						tok[st0 + (size_t)q] = (unsigned char)st[q];
+						h = (h ^ (unsigned char)st[q]) * TOK_HMUL;
+					}
 					*nt = st0 + (size_t)sl;
 				}
 			}
 			if (*nt > st0) {
+				if (hs)
+					hs[ntok] = tok_hash_end(h, *nt - st0);
 				off[ntok] = (uint32_t)st0;
 				len[ntok++] = (uint32_t)(*nt - st0);
 			}
 			continue;
 		}
 		if (!ascii_only && c >= 0x80 && uc_is_letter(c) && !uc_is_latin(c)) {
+			if (hs)
+				hs[ntok] = tok_hash_end((TOK_H0 ^ c) * TOK_HMUL, 1);
 			off[ntok] = (uint32_t)*nt;
 			len[ntok++] = 1;
 			tok[(*nt)++] = c;
@@ -122,6 +141,49 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 		i = ni;
 	}
 	return ntok;
+}
+
+/* Dense ids 0..*n_distinct-1 for the n tokens (text tok + off[k], length
+ * len[k], hash hs[k]) written to ids. Table entries are 8 bytes: the high
+ * half of the hash and the index of the first token with it. */
+static int intern_tokens(struct lynn_score_ctx *ctx, const uint32_t *tok, const uint32_t *off,
+			 const uint32_t *len, const uint64_t *hs, size_t n, uint32_t *ids,
+			 size_t *n_distinct, struct lynn_err *err)
+{
+	size_t cap = pow2_at_least(2 * n + 2), mask = cap - 1, nd = 0;
+	struct ent { uint32_t hi, first; } *t;
+
+	t = score_buf(ctx, SLOT_TABLE, cap * sizeof *t, err);
+	if (!t)
+		return -LYNN_ENOMEM;
+	memset(t, 0xFF, cap * sizeof *t);
+	for (size_t k = 0; k < n; k++) {
+		uint32_t hi = (uint32_t)(hs[k] >> 32), l = len[k];
+		const uint32_t *w = tok + off[k];
+		size_t pos = (size_t)hs[k] & mask;
+		for (;;) {
+			uint32_t f = t[pos].first;
+			if (f == UINT32_MAX) {
+				t[pos].hi = hi;
+				t[pos].first = (uint32_t)k;
+				ids[k] = (uint32_t)nd++;
+				break;
+			}
+			if (t[pos].hi == hi && len[f] == l) {
+				const uint32_t *v = tok + off[f];
+				uint32_t q = 0;
+				while (q < l && v[q] == w[q])
+					q++;
+				if (q == l) {
+					ids[k] = ids[f];
+					break;
+				}
+			}
+			pos = (pos + 1) & mask;
+		}
+	}
+	*n_distinct = nd;
+	return 0;
 }
 
 /* LCS length of a (length m) and b (length n), ids < nid.
@@ -209,23 +271,25 @@ int lynn_rouge_l(struct lynn_score_ctx *ctx_in, const char *hyp, size_t hyp_len,
 	struct lynn_score_ctx tmp, *ctx = score_ctx_get(ctx_in, &tmp);
 	size_t tot = hyp_len + ref_len, nt = 0, nth, ntr, nd, lcs;
 	uint32_t *tok, *off, *len, *ids;
+	uint64_t *hs;
 	int rc = -LYNN_ENOMEM;
 
 	memset(out, 0, sizeof *out);
 	/* at most one token character and one token per input byte */
 	tok = score_buf(ctx, SLOT_CP_B, (tot + 1) * sizeof *tok, err);
 	off = score_buf(ctx, SLOT_IDS_A, 3 * (tot + 1) * sizeof *off, err);
-	if (!tok || !off)
+	hs = score_buf(ctx, SLOT_HASH_A, (tot + 1) * sizeof *hs, err);
+	if (!tok || !off || !hs)
 		goto out;
 	len = off + tot + 1;
 	ids = len + tot + 1;
-	nth = tokenize((const unsigned char *)hyp, hyp_len, flags, tok, &nt, off, len);
+	nth = tokenize((const unsigned char *)hyp, hyp_len, flags, tok, &nt, off, len, hs);
 	ntr = tokenize((const unsigned char *)ref, ref_len, flags, tok, &nt, off + nth,
-		       len + nth);
+		       len + nth, hs + nth);
 	rc = 0;
 	if (nth == 0 || ntr == 0)
 		goto out;
-	if ((rc = score_intern(ctx, SLOT_TABLE, tok, off, len, nth + ntr, ids, &nd, err)))
+	if ((rc = intern_tokens(ctx, tok, off, len, hs, nth + ntr, ids, &nd, err)))
 		goto out;
 	/* the shorter side indexes the bit masks; LCS is symmetric */
 	if (ntr <= nth)
@@ -255,7 +319,7 @@ char *lynn_rouge_tokens(const char *text, size_t n, unsigned flags, struct lynn_
 
 	if (!tok || !off || !len)
 		goto out;
-	ntok = tokenize((const unsigned char *)text, n, flags, tok, &nt, off, len);
+	ntok = tokenize((const unsigned char *)text, n, flags, tok, &nt, off, len, NULL);
 	if (lynn_buf_puts(&b, ""))
 		goto out;
 	for (size_t k = 0; k < ntok; k++) {
