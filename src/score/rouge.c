@@ -204,6 +204,24 @@ static int lcs_length(struct lynn_score_ctx *ctx, const uint32_t *a, size_t m, c
 	uint64_t *masks, *v;
 	size_t zeros = 0, bw_max = (m + 63) / 64;
 
+	if (m <= 64) {
+		/* one word: a mask per id, no carries between words */
+		uint64_t *mk = score_buf(ctx, SLOT_BITS, (nid + 1) * sizeof *mk, err), vv = ~0ULL;
+		if (!mk)
+			return -LYNN_ENOMEM;
+		memset(mk, 0, nid * sizeof *mk);
+		for (size_t i = 0; i < m; i++)
+			mk[a[i]] |= 1ULL << i;
+		for (size_t j = 0; j < n; j++) {
+			uint64_t u = vv & mk[b[j]];
+			vv = (vv + u) | (vv - u);
+		}
+		vv = ~vv;
+		if (m < 64)
+			vv &= (1ULL << m) - 1;
+		*out = (size_t)__builtin_popcountll(vv);
+		return 0;
+	}
 	if (bw_max > LCS_BLOCK_WORDS)
 		bw_max = LCS_BLOCK_WORDS;
 	slot = score_buf(ctx, SLOT_IDS_B, nid * sizeof *slot + n + 1, err);
