@@ -25,8 +25,8 @@
 
 #define STEM_MAX 256
 
-/* Lowercased ASCII word character for a byte < 0x80, or 0. */
-static const unsigned char word_ascii[128] = {
+/* Lowercased ASCII word character for a byte, or 0 (bytes ≥ 0x80 too). */
+static const unsigned char word_ascii[256] = {
 	['0'] = '0', ['1'] = '1', ['2'] = '2', ['3'] = '3', ['4'] = '4',
 	['5'] = '5', ['6'] = '6', ['7'] = '7', ['8'] = '8', ['9'] = '9',
 #define W(x) [x] = x, [x - 32] = x
@@ -82,31 +82,34 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 
 	while (i < n) {
 		uint32_t c, w;
-		if (s[i] < 0x80 && !word_ascii[s[i]]) {
+		if (!word_ascii[s[i]] && s[i] < 0x80) {
 			i++;
 			continue;
 		}
 		c = cp_at(s, n, i, &ni);
 		w = word_char(c, ascii_only, &dot);
 		if (w) {
-			size_t st0 = *nt;
+			size_t st0 = *nt, k = st0;
 			uint64_t h = TOK_H0;
 			for (;;) {
-				tok[(*nt)++] = w;
+				tok[k++] = w;
 				h = (h ^ w) * TOK_HMUL;
 				i = ni;
-				if (dot || i >= n)
+				if (dot)
 					break;
-				if (s[i] < 0x80) {
-					if (!(w = word_ascii[s[i]]))
-						break;
-					ni = i + 1;
-					continue;
+				/* the ASCII run of the token */
+				while (i < n && (w = word_ascii[s[i]])) {
+					tok[k++] = w;
+					h = (h ^ w) * TOK_HMUL;
+					i++;
 				}
+				if (i >= n || s[i] < 0x80)
+					break;
 				c = cp_at(s, n, i, &ni);
 				if (!(w = word_char(c, ascii_only, &dot)))
 					break;
 			}
+			*nt = k;
 			if ((flags & LYNN_ROUGE_F_STEM) && *nt - st0 > 3 && *nt - st0 < STEM_MAX) {
 				char wd[STEM_MAX], st[STEM_MAX + 8];
 				size_t wl = *nt - st0;
