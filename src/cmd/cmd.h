@@ -31,6 +31,8 @@ int cmd_usage_error(const char *cmd, const char *fmt, ...)
 int cmd_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 int cmd_opt_double(const char *cmd, const char *opt, const char *s, double lo, double hi,
 		   double *out);
+/* --device: the runner is CPU-only, so anything but "cpu" is a usage error (2). */
+int cmd_opt_device(const char *cmd, const char *s);
 /* Handle the options every command takes (-q, -v): returns true if `opt`
  * was one of them. */
 bool cmd_common_opt(int opt);

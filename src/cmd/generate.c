@@ -145,9 +145,8 @@ int cmd_generate(int argc, char **argv)
 				return 2;
 			break;
 		case 'D':
-			if (strcmp(optarg, "cpu"))
-				return cmd_usage_error("generate", "--device %s: only cpu is supported by this runner",
-						       optarg);
+			if (cmd_opt_device("generate", optarg))
+				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
 		default: return cmd_usage_error("generate", "unknown option");
@@ -177,26 +176,18 @@ int cmd_generate(int argc, char **argv)
 	} else if (raw && prompt) {
 		if (lynn_engine_encode_text(eng, prompt, &ids, &err))
 			goto fail;
+	} else if (prompt) {
+		if (lynn_engine_encode_prompt(eng, prompt, think, &ids, &err))
+			goto fail;
 	} else {
 		struct lynn_chat_input in = { .add_generation_prompt = true, .enable_thinking = think };
-		char *text = NULL, *msgs_json = NULL;
+		char *text = NULL;
 		size_t len;
-		if (messages) {
-			if (lynn_file_read(messages, LYNN_JSON_MAX_SIZE, &text, &len, &err))
-				goto fail;
-			in.messages_json = text;
-		} else {
-			cJSON *arr = cJSON_CreateArray(), *m = cJSON_CreateObject();
-			cJSON_AddItemToArray(arr, m);
-			cJSON_AddStringToObject(m, "role", "user");
-			cJSON_AddStringToObject(m, "content", prompt);
-			msgs_json = cJSON_PrintUnformatted(arr);
-			cJSON_Delete(arr);
-			in.messages_json = msgs_json;
-		}
+		if (lynn_file_read(messages, LYNN_JSON_MAX_SIZE, &text, &len, &err))
+			goto fail;
+		in.messages_json = text;
 		int rc = lynn_engine_encode_chat(eng, &in, &ids, NULL, &err);
 		free(text);
-		cJSON_free(msgs_json);
 		if (rc)
 			goto fail;
 	}

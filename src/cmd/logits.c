@@ -128,9 +128,8 @@ int cmd_logits(int argc, char **argv)
 			break;
 		}
 		case 'D':
-			if (strcmp(optarg, "cpu"))
-				return cmd_usage_error("logits", "--device %s: only cpu is supported by this runner",
-						       optarg);
+			if (cmd_opt_device("logits", optarg))
+				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
 		default: return cmd_usage_error("logits", "unknown option");

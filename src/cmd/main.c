@@ -103,6 +103,13 @@ int cmd_opt_double(const char *cmd, const char *opt, const char *s, double lo, d
 	return 0;
 }
 
+int cmd_opt_device(const char *cmd, const char *s)
+{
+	if (strcmp(s, "cpu"))
+		return cmd_usage_error(cmd, "--device %s: only cpu is supported by this runner", s);
+	return 0;
+}
+
 bool cmd_common_opt(int opt)
 {
 	if (opt == 'q') {

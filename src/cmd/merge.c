@@ -15,11 +15,13 @@
 #include "lynn/lora.h"
 #include "lynn/progress.h"
 #include "lynn/st.h"
+#include "lynn/utf8.h"
 #include "lynn/util.h"
 
 static const char usage[] =
 	"usage: lynn merge --base DIR --adapter DIR --output DIR [--shard-size 5GB]\n"
-	"                  [--dtype keep|bf16|f16|f32] [--skip-coherence] [--force] [-q|-v]\n"
+	"                  [--dtype keep|bf16|f16|f32] [--skip-coherence] [--force] [--threads N]\n"
+	"                  [-q|-v]\n"
 	"\n"
 	"Merge a PEFT LoRA adapter into its base: W' = W + s*B*A (s = alpha/r, alpha/sqrt(r)\n"
 	"with use_rslora; rank_pattern/alpha_pattern honoured), computed in f32 and rounded to\n"
@@ -47,14 +49,7 @@ static double readable_share(const char *s, size_t len)
 {
 	size_t i = 0, n = 0, good = 0;
 	while (i < len) {
-		unsigned char c = (unsigned char)s[i];
-		uint32_t cp;
-		int k = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-		if (i + (size_t)k > len)
-			k = 1;
-		cp = k == 1 ? c : k == 2 ? (uint32_t)(c & 0x1F) : k == 3 ? (uint32_t)(c & 0x0F) : (uint32_t)(c & 0x07);
-		for (int j = 1; j < k; j++)
-			cp = cp << 6 | ((unsigned char)s[i + j] & 0x3F);
+		uint32_t cp = lynn_utf8_next((const unsigned char *)s, len, &i);
 		n++;
 		if ((cp >= 0x20 && cp < 0x7F) || cp == '\n' || cp == '\t' || cp == '\r' ||
 		    (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
@@ -62,7 +57,6 @@ static double readable_share(const char *s, size_t len)
 		    cp == 0x2018 || cp == 0x2019 || cp == 0x201C || cp == 0x201D || cp == 0x2026 ||
 		    cp == 0x2014)
 			good++;
-		i += (size_t)k;
 	}
 	return n ? (double)good / (double)n : 0.0;
 }
