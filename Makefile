@@ -30,11 +30,14 @@ LDLIBS  := $(PKG_LIBS) -lm -pthread
 # ---- CUDA detection ----
 NVCC := $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
 CU_SRC := $(wildcard kernels/*.cu)
+# CUDA_HOME: the first toolkit folder with the runtime headers (nvcc may be a
+# wrapper script outside the toolkit, as /usr/local/bin/nvcc is on some hosts).
+CUDA_HOME ?= $(firstword $(foreach d,$(patsubst %/bin/nvcc,%,$(NVCC)) /usr/local/cuda,\
+               $(if $(wildcard $(d)/include/cuda_runtime_api.h),$(d))))
 ifeq ($(CUDA),auto)
-  CUDA := $(if $(and $(NVCC),$(CU_SRC)),1,0)
+  CUDA := $(if $(and $(NVCC),$(CU_SRC),$(CUDA_HOME)),1,0)
 endif
 ifeq ($(CUDA),1)
-  CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
   CFLAGS += -DLYNN_CUDA -I$(CUDA_HOME)/include
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
   NVFLAGS := -O3 -std=c++17 -Iinclude -Isrc -Xcompiler -fPIC,-Wall \
