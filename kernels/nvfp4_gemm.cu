@@ -512,8 +512,8 @@ static __device__ __forceinline__ void lynn_cp16(void *dst, const void *src, boo
 		     "r"(valid ? 16 : 0));
 }
 
-template <int MT8, typename TY>
-static __global__ void __launch_bounds__(256, 2)
+template <int MT8, typename TY, int NST = TC2_NST, int MINB = 2>
+static __global__ void __launch_bounds__(256, MINB)
 nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
 		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
 		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
@@ -522,10 +522,12 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	extern __shared__ uint4 tc_sh4[];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	/* [warp][stage][row A/B][lane] 16-byte pieces, then X */
-	uint4 *ring = tc_sh4 + (size_t)warp * TC2_NST * 64;
-	__nv_bfloat16 *xs = (__nv_bfloat16 *)(tc_sh4 + 8 * TC2_NST * 64);
+	uint4 *ring = tc_sh4 + (size_t)warp * NST * 64;
+	__nv_bfloat16 *xs = (__nv_bfloat16 *)(tc_sh4 + 8 * NST * 64);
 	const int64_t xld = k + 8;
 	const int g = blockIdx.y;
+	if (ids) /* the expert ids come from the previous kernel (the router) */
+		asm volatile("griddepcontrol.wait;" ::: "memory");
 	const int e = ids ? ids[g] : 0;
 	const int gq = lane >> 2, c = lane & 3;
 	const int rg = warp / kg_n, kgi = warp % kg_n;
@@ -538,7 +540,7 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	const uint8_t *PA = P + (okA ? rA : 0) * (k / 2), *PB = P + (okB ? rB : 0) * (k / 2);
 	const uint8_t *SA = S + (okA ? rA : 0) * (k / 16), *SB = S + (okB ? rB : 0) * (k / 16);
 	float acc[2][MT8][4];
-	uint32_t sra[TC2_NST], srb[TC2_NST];
+	uint32_t sra[NST], srb[NST];
 
 #pragma unroll
 	for (int h = 0; h < 2; h++)
@@ -557,8 +559,12 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 		asm volatile("cp.async.commit_group;" ::: "memory");
 	};
 #pragma unroll
-	for (int s = 0; s < TC2_NST - 1; s++)
+	for (int s = 0; s < NST - 1; s++)
 		issue(s, s);
+	/* programmatic dependent launch (a no-op without it): the weight loads
+	 * above do not depend on the previous kernel, X does */
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+	asm volatile("griddepcontrol.wait;" ::: "memory");
 	x += (int64_t)g * x_group_stride;
 	{
 		const int mm = m < MT8 * 8 ? m : MT8 * 8;
@@ -569,14 +575,14 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 		}
 	}
 	__syncthreads();
-	for (int base = 0; base < my; base += TC2_NST) {
+	for (int base = 0; base < my; base += NST) {
 #pragma unroll
-		for (int st = 0; st < TC2_NST; st++) {
+		for (int st = 0; st < NST; st++) {
 			const int i = base + st;
 			if (i >= my)
 				break;
-			issue(i + TC2_NST - 1, (st + TC2_NST - 1) % TC2_NST);
-			asm volatile("cp.async.wait_group %0;" ::"n"(TC2_NST - 1) : "memory");
+			issue(i + NST - 1, (st + NST - 1) % NST);
+			asm volatile("cp.async.wait_group %0;" ::"n"(NST - 1) : "memory");
 			const int64_t kk = (int64_t)(kgi + i * kg_n) * 128 + 32 * c;
 			const bool kv = kk < k;
 			const uint4 va = ring[st * 64 + lane], vb = ring[st * 64 + 32 + lane];
@@ -587,6 +593,15 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 			lynn_tc_scale(srb[st] >> 8, scB[1], shB[1]);
 			const uint32_t wA[4] = { va.x, va.y, va.z, va.w };
 			const uint32_t wB[4] = { vb.x, vb.y, vb.z, vb.w };
+			/* one token tile: the span's 32 X values of token gq in four
+			 * 16-byte loads, not eight predicated 8-byte ones */
+			uint4 xv[4] = {};
+			if (MT8 == 1 && kv && gq < m) {
+				const uint4 *xp = (const uint4 *)(xs + gq * xld + kk);
+#pragma unroll
+				for (int q = 0; q < 4; q++)
+					xv[q] = xp[q];
+			}
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
 				uint32_t a0, a1, a2, a3;
@@ -597,7 +612,10 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 				for (int t = 0; t < MT8; t++) {
 					const int tok = t * 8 + gq;
 					uint2 bv = make_uint2(0, 0);
-					if (kv && tok < m)
+					if (MT8 == 1)
+						bv = j & 1 ? make_uint2(xv[j >> 1].z, xv[j >> 1].w)
+							   : make_uint2(xv[j >> 1].x, xv[j >> 1].y);
+					else if (kv && tok < m)
 						bv = *(const uint2 *)(xs + tok * xld + kk + 4 * j);
 					lynn_mma_bf16(acc[j & 1][t], a0, a1, a2, a3, bv.x, bv.y);
 				}
@@ -982,8 +1000,21 @@ static void launch_tc2(const struct lynn_cuda_nvfp4_weight *w, const int32_t *id
 				     cudaFuncAttributeMaxDynamicSharedMemorySize, TC2_MAX_SHM);
 		raised = true;
 	}
-	nvfp4_tc2_kernel<MT8, TY><<<grid, 256, shm, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids,
-							 x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
+	/* programmatic dependent launch: this kernel's weight loads start while
+	 * the previous kernel on the stream finishes (griddepcontrol.wait in
+	 * the kernel guards X and the expert ids) */
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cfg.gridDim = grid;
+	cfg.blockDim = dim3(256);
+	cfg.dynamicSmemBytes = shm;
+	cfg.stream = st;
+	cfg.attrs = at;
+	cfg.numAttrs = 1;
+	cudaLaunchKernelEx(&cfg, nvfp4_tc2_kernel<MT8, TY>, w->d_packed, w->d_scales,
+			   (const float *)w->d_alpha, ids, x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
 }
 
 /* M below which the CUDA-core kernel wins (measured on the H200, see
