@@ -548,14 +548,16 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 		for (int t = 0; t < MT8; t++)
 			acc[h][t][0] = acc[h][t][1] = acc[h][t][2] = acc[h][t][3] = 0.0f;
 	/* local span i -> K offset of this lane's piece */
+	/* 32-bit K arithmetic (K <= 4152 here): the ring's address and
+	 * predicate work shares the integer pipe with the decode */
+	const int k32 = (int)k;
 	auto issue = [&](int i, int slot) {
-		const int sp = kgi + i * kg_n;
-		const int64_t kk = (int64_t)sp * 128 + 32 * c;
-		const bool kv = i < my && kk < k;
-		lynn_cp16(ring + slot * 64 + lane, PA + (kv ? kk / 2 : 0), kv && okA);
-		lynn_cp16(ring + slot * 64 + 32 + lane, PB + (kv ? kk / 2 : 0), kv && okB);
-		sra[slot] = kv && okA ? __ldcs((const uint16_t *)(SA + kk / 16)) : 0u;
-		srb[slot] = kv && okB ? __ldcs((const uint16_t *)(SB + kk / 16)) : 0u;
+		const int kk = (kgi + i * kg_n) * 128 + 32 * c;
+		const bool kv = i < my && kk < k32;
+		lynn_cp16(ring + slot * 64 + lane, PA + (kv ? kk >> 1 : 0), kv && okA);
+		lynn_cp16(ring + slot * 64 + 32 + lane, PB + (kv ? kk >> 1 : 0), kv && okB);
+		sra[slot] = kv && okA ? __ldcs((const uint16_t *)(SA + (kk >> 4))) : 0u;
+		srb[slot] = kv && okB ? __ldcs((const uint16_t *)(SB + (kk >> 4))) : 0u;
 		asm volatile("cp.async.commit_group;" ::: "memory");
 	};
 #pragma unroll
@@ -583,8 +585,8 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 				break;
 			issue(i + NST - 1, (st + NST - 1) % NST);
 			asm volatile("cp.async.wait_group %0;" ::"n"(NST - 1) : "memory");
-			const int64_t kk = (int64_t)(kgi + i * kg_n) * 128 + 32 * c;
-			const bool kv = kk < k;
+			const int kk = (kgi + i * kg_n) * 128 + 32 * c;
+			const bool kv = kk < k32;
 			const uint4 va = ring[st * 64 + lane], vb = ring[st * 64 + 32 + lane];
 			uint32_t scA[2], shA[2], scB[2], shB[2];
 			lynn_tc_scale(sra[st] & 0xffu, scA[0], shA[0]);
