@@ -15,8 +15,11 @@
  *    activation tile (M padded to 16).
  *  - tc / tc2: BF16 mma.sync m16n8k16 with the weights as the 16-row operand
  *    and the tokens as the 8-column one (see the comment at nvfp4_tc_kernel);
- *    tc2 streams the weights through a per-warp cp.async ring. AUTO uses tc2
- *    for M <= 16 and the wmma path above.
+ *    tc2 streams the weights through a per-warp cp.async ring and is
+ *    launched with programmatic dependent launch (its weight loads start
+ *    while the previous kernel on the stream ends; it waits for that kernel
+ *    before reading X or expert ids). AUTO uses tc2 for M <= 16 and the wmma
+ *    path above.
  * All take an optional expert-id list (grid.y = selected experts) so the
  * grouped MoE call is the same kernels: one launch for every selected
  * expert's gate/up (the fused [2I, H] weight), one for down.
