@@ -1224,8 +1224,12 @@ extern "C" struct lynn_cublas *lynn_cuda_blas_create(struct lynn_err *err)
 		free(b);
 		return NULL;
 	}
-	if (cudaMalloc(&b->d_ws, b->ws_size) != cudaSuccess) {
+	if (cudaMalloc(&b->d_ws, b->ws_size) != cudaSuccess ||
+	    cudaMalloc(&b->d_zero, sizeof *b->d_zero) != cudaSuccess ||
+	    cudaMemset(b->d_zero, 0, sizeof *b->d_zero) != cudaSuccess) {
 		lynn_errf(err, -LYNN_ECUDA, "cuda: cannot allocate the cublaslt workspace");
+		cudaFree(b->d_ws);
+		cudaFree(b->d_zero);
 		cublasLtDestroy(b->h);
 		free(b);
 		return NULL;
@@ -1238,13 +1242,16 @@ extern "C" void lynn_cuda_blas_free(struct lynn_cublas *b)
 	if (!b)
 		return;
 	cudaFree(b->d_ws);
+	cudaFree(b->d_zero);
 	cublasLtDestroy(b->h);
 	free(b);
 }
 
-extern "C" int lynn_cuda_bf16_gemm(struct lynn_cublas *b, const void *d_w, const void *d_x,
-				   int m, int64_t n, int64_t k, void *d_y, lynn_stream_t stream,
-				   struct lynn_err *err)
+/* Y = alpha * X * W^T through cuBLASLt; d_alpha NULL: alpha 1 (host scalar),
+ * else a device f32 (pointer mode device, beta from b->d_zero). */
+static int lt_bf16_gemm(struct lynn_cublas *b, const void *d_w, const void *d_x, int m, int64_t n,
+			int64_t k, const float *d_alpha, void *d_y, cudaStream_t stream,
+			struct lynn_err *err)
 {
 	cublasLtMatmulDesc_t op = NULL;
 	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
@@ -1252,12 +1259,16 @@ extern "C" int lynn_cuda_bf16_gemm(struct lynn_cublas *b, const void *d_w, const
 	cublasLtMatmulHeuristicResult_t heur;
 	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
 	float one = 1.0f, zero = 0.0f;
+	const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
 	int found = 0, rc = 0;
 
 	/* Column-major view: Y^T (N x M, ld N) = W (K x N, ld K)^T * X^T (K x M, ld K). */
 	LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
 	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
 	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+	if (d_alpha)
+		LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
+						      sizeof pm));
 	LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, k));
 	LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k));
 	LT_TRY(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, (uint64_t)n, (uint64_t)m, n));
@@ -1270,8 +1281,9 @@ extern "C" int lynn_cuda_bf16_gemm(struct lynn_cublas *b, const void *d_w, const
 			       (long long)n, (long long)k, m);
 		goto out;
 	}
-	LT_TRY(cublasLtMatmul(b->h, op, &one, d_w, la, d_x, lb, &zero, d_y, lc, d_y, lc, &heur.algo,
-			      b->d_ws, b->ws_size, (cudaStream_t)stream));
+	LT_TRY(cublasLtMatmul(b->h, op, d_alpha ? (const void *)d_alpha : &one, d_w, la, d_x, lb,
+			      d_alpha ? (const void *)b->d_zero : &zero, d_y, lc, d_y, lc, &heur.algo,
+			      b->d_ws, b->ws_size, stream));
 out:
 	if (pref)
 		cublasLtMatmulPreferenceDestroy(pref);
@@ -1284,6 +1296,59 @@ out:
 	if (op)
 		cublasLtMatmulDescDestroy(op);
 	return rc;
+}
+
+extern "C" int lynn_cuda_bf16_gemm(struct lynn_cublas *b, const void *d_w, const void *d_x,
+				   int m, int64_t n, int64_t k, void *d_y, lynn_stream_t stream,
+				   struct lynn_err *err)
+{
+	return lt_bf16_gemm(b, d_w, d_x, m, n, k, NULL, d_y, (cudaStream_t)stream, err);
+}
+
+/* ===== large M: dequantize to BF16, then cuBLASLt =====
+ * One thread per 4-byte word (8 weights, one scale block), so a warp reads
+ * 128 contiguous bytes and writes 512: the tc decode, every weight q*s
+ * exactly in bf16; alpha is applied by cuBLASLt in f32. */
+static __global__ void __launch_bounds__(256)
+nvfp4_dequant_bf16_kernel(const uint32_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+			  int64_t words, uint4 *__restrict__ out)
+{
+	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= words)
+		return;
+	const uint32_t w = __ldcs(packed + i);
+	uint32_t sc[2], sh[2], o[4];
+	lynn_tc_scale2(__ldg(scales + i / 2), sc, sh); /* 16 weights per scale: two words */
+	lynn_tc_dec4(w, sc[0], sh[0], o[0], o[1]);
+	lynn_tc_dec4(lynn_hi16(w), sc[0], sh[0], o[2], o[3]);
+	__stcs(out + i, make_uint4(o[0], o[1], o[2], o[3]));
+}
+
+extern "C" int lynn_cuda_nvfp4_dequant_bf16(const struct lynn_cuda_nvfp4_weight *w, void *d_out,
+					    lynn_stream_t stream, struct lynn_err *err)
+{
+	if (!w || !w->d_packed || !w->d_scales || !d_out || w->n < 1 || w->k < 32 || w->k % 32)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 dequant: bad arguments (K %% 32 == 0)");
+	const int64_t words = (w->n_experts > 1 ? w->n_experts : 1) * w->n * (w->k / 8);
+	nvfp4_dequant_bf16_kernel<<<(unsigned)((words + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
+		(const uint32_t *)w->d_packed, w->d_scales, words, (uint4 *)d_out);
+	LYNN_CUDA_CHECK_LAUNCH();
+	return 0;
+}
+
+extern "C" int lynn_cuda_nvfp4_gemm_blas(struct lynn_cublas *b,
+					 const struct lynn_cuda_nvfp4_weight *w, const void *d_x,
+					 int m, void *d_scratch, void *d_y, lynn_stream_t stream,
+					 struct lynn_err *err)
+{
+	int rc;
+	if (!b || !w || w->n_experts > 1 || m < 1 || !d_scratch)
+		return lynn_errf(err, -LYNN_EINVAL,
+				 "cuda: nvfp4 blas gemm: bad arguments (one linear, M >= 1, scratch)");
+	if ((rc = lynn_cuda_nvfp4_dequant_bf16(w, d_scratch, stream, err)))
+		return rc;
+	return lt_bf16_gemm(b, d_scratch, d_x, m, w->n, w->k, w->d_alpha, d_y, (cudaStream_t)stream,
+			    err);
 }
 
 extern "C" int lynn_cuda_device_cc(struct lynn_err *err)
