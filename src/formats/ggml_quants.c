@@ -1,0 +1,228 @@
+/*
+ * ggml_quants.c - ggml block dequantization and products with quantized
+ * weights (include/lynn/ggml_quants.h). Block layouts: weight-formats.md
+ * §4.3 (ggml-common.h). Each value is computed with the same f32 operations
+ * in the same order as gguf-py's gguf.quants (e.g. Q4_K: (d*sc)*q - dmin*m),
+ * so the results are bit-identical to it (tests/check_ggufrun.c).
+ */
+#include "lynn/ggml_quants.h"
+
+#include <string.h>
+
+#include "lynn/st.h"
+
+#define QK 32
+#define QKK 256
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline float h2f(const uint8_t *p) { return lynn_f16_to_f32(rd16(p)); }
+
+static const struct {
+	int blck;
+	int bytes;
+} INFO[] = {
+	[LYNN_GGML_F32] = { 1, 4 },     [LYNN_GGML_F16] = { 1, 2 },     [LYNN_GGML_Q4_0] = { QK, 18 },
+	[LYNN_GGML_Q4_1] = { QK, 20 },  [LYNN_GGML_Q5_0] = { QK, 22 },  [LYNN_GGML_Q5_1] = { QK, 24 },
+	[LYNN_GGML_Q8_0] = { QK, 34 },  [LYNN_GGML_Q4_K] = { QKK, 144 }, [LYNN_GGML_Q5_K] = { QKK, 176 },
+	[LYNN_GGML_Q6_K] = { QKK, 210 }, [LYNN_GGML_BF16] = { 1, 2 },
+};
+
+bool lynn_ggml_type_ok(uint32_t type)
+{
+	return type < sizeof INFO / sizeof INFO[0] && INFO[type].blck > 0;
+}
+
+int lynn_ggml_block_elems(uint32_t type)
+{
+	return lynn_ggml_type_ok(type) ? INFO[type].blck : 0;
+}
+
+size_t lynn_ggml_row_bytes(uint32_t type, int64_t n)
+{
+	if (!lynn_ggml_type_ok(type) || n < 0 || n % INFO[type].blck)
+		return 0;
+	return (size_t)(n / INFO[type].blck) * (size_t)INFO[type].bytes;
+}
+
+/* Q4_K / Q5_K 6-bit scale and min of sub-block j (get_scale_min_k4). */
+static inline void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+{
+	if (j < 4) {
+		*d = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+		*m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+	}
+}
+
+static void dq_q4_0(const uint8_t *b, float *y)
+{
+	float d = h2f(b);
+	const uint8_t *qs = b + 2;
+	for (int j = 0; j < QK / 2; j++) {
+		y[j] = d * (float)((int)(qs[j] & 15) - 8);
+		y[j + QK / 2] = d * (float)((int)(qs[j] >> 4) - 8);
+	}
+}
+
+static void dq_q4_1(const uint8_t *b, float *y)
+{
+	float d = h2f(b), m = h2f(b + 2);
+	const uint8_t *qs = b + 4;
+	for (int j = 0; j < QK / 2; j++) {
+		y[j] = d * (float)(qs[j] & 15) + m;
+		y[j + QK / 2] = d * (float)(qs[j] >> 4) + m;
+	}
+}
+
+static void dq_q5(const uint8_t *b, float *y, bool has_min)
+{
+	float d = h2f(b), m = has_min ? h2f(b + 2) : 0.0f;
+	const uint8_t *p = b + (has_min ? 4 : 2);
+	uint32_t qh = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	const uint8_t *qs = p + 4;
+	for (int j = 0; j < QK / 2; j++) {
+		int lo = (qs[j] & 15) | (int)((qh >> j) & 1) << 4;
+		int hi = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+		if (has_min) {
+			y[j] = d * (float)lo + m;
+			y[j + QK / 2] = d * (float)hi + m;
+		} else {
+			y[j] = d * (float)(lo - 16);
+			y[j + QK / 2] = d * (float)(hi - 16);
+		}
+	}
+}
+
+static void dq_q8_0(const uint8_t *b, float *y)
+{
+	float d = h2f(b);
+	for (int j = 0; j < QK; j++)
+		y[j] = (float)(int8_t)b[2 + j] * d;
+}
+
+/* Q4_K: {d, dmin, scales[12], qs[128]}; Q5_K adds qh[32] before qs. */
+static void dq_qk45(const uint8_t *b, float *y, bool five)
+{
+	float d = h2f(b), dmin = h2f(b + 2);
+	const uint8_t *sc = b + 4, *qh = b + 16, *qs = b + (five ? 48 : 16);
+	for (int c = 0; c < 4; c++) {
+		for (int h = 0; h < 2; h++) {
+			int s = 2 * c + h;
+			uint8_t a, mm;
+			scale_min_k4(s, sc, &a, &mm);
+			float dl = d * (float)a, ml = dmin * (float)mm;
+			for (int l = 0; l < 32; l++) {
+				int q = h ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15;
+				if (five)
+					q |= ((qh[l] >> s) & 1) << 4;
+				y[64 * c + 32 * h + l] = dl * (float)q - ml;
+			}
+		}
+	}
+}
+
+/* Q6_K: {ql[128], qh[64], int8 scales[16], d}. */
+static void dq_q6_k(const uint8_t *b, float *y)
+{
+	float d = h2f(b + 208);
+	for (int half = 0; half < 2; half++) {
+		const uint8_t *ql = b + 64 * half, *qh = b + 128 + 32 * half;
+		const int8_t *sc = (const int8_t *)(b + 192) + 8 * half;
+		float *yy = y + 128 * half;
+		for (int l = 0; l < 32; l++) {
+			int is = l / 16;
+			int q1 = ((ql[l] & 15) | ((qh[l] >> 0) & 3) << 4) - 32;
+			int q2 = ((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32;
+			int q3 = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+			int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+			yy[l] = (d * (float)sc[is + 0]) * (float)q1;
+			yy[l + 32] = (d * (float)sc[is + 2]) * (float)q2;
+			yy[l + 64] = (d * (float)sc[is + 4]) * (float)q3;
+			yy[l + 96] = (d * (float)sc[is + 6]) * (float)q4;
+		}
+	}
+}
+
+void lynn_ggml_dequant(uint32_t type, const void *src, int64_t n, float *out)
+{
+	const uint8_t *p = src;
+	int64_t i;
+	switch (type) {
+	case LYNN_GGML_F32:
+		memcpy(out, p, (size_t)n * sizeof(float));
+		return;
+	case LYNN_GGML_F16:
+		for (i = 0; i < n; i++)
+			out[i] = h2f(p + 2 * i);
+		return;
+	case LYNN_GGML_BF16:
+		for (i = 0; i < n; i++)
+			out[i] = lynn_bf16_to_f32(rd16(p + 2 * i));
+		return;
+	default:
+		break;
+	}
+	int blck = INFO[type].blck, bytes = INFO[type].bytes;
+	for (i = 0; i < n / blck; i++, p += bytes, out += blck) {
+		switch (type) {
+		case LYNN_GGML_Q4_0: dq_q4_0(p, out); break;
+		case LYNN_GGML_Q4_1: dq_q4_1(p, out); break;
+		case LYNN_GGML_Q5_0: dq_q5(p, out, false); break;
+		case LYNN_GGML_Q5_1: dq_q5(p, out, true); break;
+		case LYNN_GGML_Q8_0: dq_q8_0(p, out); break;
+		case LYNN_GGML_Q4_K: dq_qk45(p, out, false); break;
+		case LYNN_GGML_Q5_K: dq_qk45(p, out, true); break;
+		case LYNN_GGML_Q6_K: dq_q6_k(p, out); break;
+		default: break;
+		}
+	}
+}
+
+/* ===== products ===== */
+
+#define CHUNK 2048   /* elements dequantized at a time (a multiple of 256) */
+#define TOKS 64      /* activation rows per pass over a weight chunk */
+
+static float dot(const float *a, const float *b, int64_t n)
+{
+	float s[8] = { 0 };
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		for (int j = 0; j < 8; j++)
+			s[j] += a[i + j] * b[i + j];
+	for (; i < n; i++)
+		s[0] += a[i] * b[i];
+	return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+void lynn_ggml_rows(const struct lynn_ggml_view *w, const float *x, int64_t ldx, int64_t n_tok,
+		    int64_t r0, int64_t r1, float *y, int64_t ldy, bool accumulate)
+{
+	float wbuf[CHUNK];
+	float sums[TOKS];
+	const int64_t k = w->n_in;
+	const int blck = INFO[w->type].blck, bytes = INFO[w->type].bytes;
+
+	for (int64_t r = r0; r < r1; r++) {
+		const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+		for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
+			int64_t nt = n_tok - t0 < TOKS ? n_tok - t0 : TOKS;
+			for (int64_t t = 0; t < nt; t++)
+				sums[t] = 0.0f;
+			for (int64_t c0 = 0; c0 < k; c0 += CHUNK) {
+				int64_t len = k - c0 < CHUNK ? k - c0 : CHUNK;
+				lynn_ggml_dequant(w->type, row + (size_t)(c0 / blck) * (size_t)bytes, len, wbuf);
+				for (int64_t t = 0; t < nt; t++)
+					sums[t] += dot(wbuf, x + (t0 + t) * ldx + c0, len);
+			}
+			for (int64_t t = 0; t < nt; t++) {
+				if (accumulate)
+					y[(t0 + t) * ldy + r] += sums[t];
+				else
+					y[(t0 + t) * ldy + r] = sums[t];
+			}
+		}
+	}
+}
