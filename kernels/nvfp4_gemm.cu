@@ -15,8 +15,11 @@
  *    activation tile (M padded to 16).
  *  - tc / tc2: BF16 mma.sync m16n8k16 with the weights as the 16-row operand
  *    and the tokens as the 8-column one (see the comment at nvfp4_tc_kernel);
- *    tc2 streams the weights through a per-warp cp.async ring. AUTO uses tc2
- *    for M <= 16 and the wmma path above.
+ *    tc2 streams the weights through a per-warp cp.async ring and is
+ *    launched with programmatic dependent launch (its weight loads start
+ *    while the previous kernel on the stream ends; it waits for that kernel
+ *    before reading X or expert ids). AUTO uses tc2 for M <= 16 and the wmma
+ *    path above.
  * All take an optional expert-id list (grid.y = selected experts) so the
  * grouped MoE call is the same kernels: one launch for every selected
  * expert's gate/up (the fused [2I, H] weight), one for down.
@@ -307,7 +310,7 @@ nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
  * loads 16 bytes (32 elements) of rows g and g+8 at K offset 32c and the two
  * scale bytes of each, and feeds them to 8 MMAs (4 elements per row each).
  * The K order inside an MMA is permuted identically for A and B, which a dot
- * product does not see. Decode (exact): a byte_perm table gives 64 + 2q per
+ * product does not see. Decode (exact): two byte_perm tables give 64 + 2q per
  * nibble (sign through prmt's sign-replicate select), a second byte_perm
  * makes the bf16 value 192 + 2q, and one bf16x2 FMA with (s/2, -96s) yields
  * q*s exactly (every intermediate has <= 8 significant bits and stays
@@ -335,17 +338,17 @@ static __device__ __forceinline__ uint32_t lynn_bf16x2_fma(uint32_t a, uint32_t 
 }
 
 /* 4 nibbles (low 16 bits of h) -> bf16x2 (q0 s, q1 s) and (q2 s, q3 s);
- * sc = bf16x2 (s/2, s/2), sh = bf16x2 (-96 s, -96 s). */
+ * sc = bf16x2 (s/2, s/2), sh = bf16x2 (-96 s, -96 s). A nibble's sign bit is
+ * its selector's sign-replicate flag in prmt: against tables whose bytes have
+ * bit 7 clear, the positive table yields 64 + 2|q| for positive nibbles and
+ * 0 for negative ones, the negative table (selectors with the sign flipped)
+ * 64 - 2|q| for negative nibbles and 0 otherwise, so one OR merges them. */
 static __device__ __forceinline__ void lynn_tc_dec4(uint32_t h, uint32_t sc, uint32_t sh,
 						    uint32_t &w0, uint32_t &w1)
 {
-	const uint32_t sel = h & 0x7777u;
-	const uint32_t p = lynn_prmt(0x43424140u, 0x4C484644u, sel); /* 64 + 2|q| */
-	const uint32_t n = lynn_prmt(0x3D3E3F40u, 0x34383A3Cu, sel); /* 64 - 2|q| */
-	/* selector msb (the nibble's sign) set -> 0xFF (sign of 0x80 replicated),
-	 * clear -> 0x80; bit 7 of p and n is 0 so both pick the right byte */
-	const uint32_t msk = lynn_prmt(0x80808080u, 0x80808080u, h);
-	const uint32_t b = (msk & n) | (~msk & p);
+	const uint32_t p = lynn_prmt(0x43424140u, 0x4C484644u, h);	     /* 64 + 2|q| */
+	const uint32_t n = lynn_prmt(0x3D3E3F40u, 0x34383A3Cu, h ^ 0x8888u); /* 64 - 2|q| */
+	const uint32_t b = p | n;
 	w0 = lynn_bf16x2_fma(lynn_prmt(b, 0x43u, 0x4140u), sc, sh);
 	w1 = lynn_bf16x2_fma(lynn_prmt(b, 0x43u, 0x4342u), sc, sh);
 }
@@ -548,14 +551,16 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 		for (int t = 0; t < MT8; t++)
 			acc[h][t][0] = acc[h][t][1] = acc[h][t][2] = acc[h][t][3] = 0.0f;
 	/* local span i -> K offset of this lane's piece */
+	/* 32-bit K arithmetic (K <= 4152 here): the ring's address and
+	 * predicate work shares the integer pipe with the decode */
+	const int k32 = (int)k;
 	auto issue = [&](int i, int slot) {
-		const int sp = kgi + i * kg_n;
-		const int64_t kk = (int64_t)sp * 128 + 32 * c;
-		const bool kv = i < my && kk < k;
-		lynn_cp16(ring + slot * 64 + lane, PA + (kv ? kk / 2 : 0), kv && okA);
-		lynn_cp16(ring + slot * 64 + 32 + lane, PB + (kv ? kk / 2 : 0), kv && okB);
-		sra[slot] = kv && okA ? __ldcs((const uint16_t *)(SA + kk / 16)) : 0u;
-		srb[slot] = kv && okB ? __ldcs((const uint16_t *)(SB + kk / 16)) : 0u;
+		const int kk = (kgi + i * kg_n) * 128 + 32 * c;
+		const bool kv = i < my && kk < k32;
+		lynn_cp16(ring + slot * 64 + lane, PA + (kv ? kk >> 1 : 0), kv && okA);
+		lynn_cp16(ring + slot * 64 + 32 + lane, PB + (kv ? kk >> 1 : 0), kv && okB);
+		sra[slot] = kv && okA ? __ldcs((const uint16_t *)(SA + (kk >> 4))) : 0u;
+		srb[slot] = kv && okB ? __ldcs((const uint16_t *)(SB + (kk >> 4))) : 0u;
 		asm volatile("cp.async.commit_group;" ::: "memory");
 	};
 #pragma unroll
@@ -583,8 +588,8 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 				break;
 			issue(i + NST - 1, (st + NST - 1) % NST);
 			asm volatile("cp.async.wait_group %0;" ::"n"(NST - 1) : "memory");
-			const int64_t kk = (int64_t)(kgi + i * kg_n) * 128 + 32 * c;
-			const bool kv = kk < k;
+			const int kk = (kgi + i * kg_n) * 128 + 32 * c;
+			const bool kv = kk < k32;
 			const uint4 va = ring[st * 64 + lane], vb = ring[st * 64 + 32 + lane];
 			uint32_t scA[2], shA[2], scB[2], shB[2];
 			lynn_tc_scale(sra[st] & 0xffu, scA[0], shA[0]);
