@@ -30,6 +30,13 @@
 #define Q8 GG "/tiny-q8_0.gguf"
 #define Q4KM GG "/tiny256-q4_k_m.gguf"
 #define TINY_F32 FIXTURES "/qwen35moe-tiny-text-f32"
+#define BF16 GG "/tiny-bf16.gguf"
+
+/* BF16 GGUF vs transformers in f32 (tests/fixtures/ref_logits.safetensors):
+ * the same gates as the safetensors runner (tests/check_model.c), since the
+ * weights are the same bf16 values and the compute is f32. */
+#define TOL_HF_MAXABS 1e-3
+#define TOL_HF_COS 0.99999
 
 /* lynn vs llama.cpp on the gguf-py-dequantized F32 copy: the same weights
  * and f32 arithmetic in a different order. On the unquantized tiny model
@@ -227,6 +234,49 @@ START_TEST(test_logits_llama)
 			      got[g], gd[g]);
 	ck_assert_int_ge(prefix, x->greedy_prefix);
 	free(lg);
+	lynn_seq_free(s);
+	lynn_model_close(m);
+	lynn_st_close(f);
+}
+END_TEST
+
+/* tiny-bf16.gguf (BF16 matrices, F32 vectors, tiled v-heads, +1 folded into
+ * the norms, ssm_a = -exp(A_log)) against transformers on every sequence. */
+START_TEST(test_bf16_transformers)
+{
+	static const char *seqs[] = { "one", "short", "chat", "long" };
+	struct lynn_err err = { 0 };
+	struct lynn_st_file *f = lynn_st_open(FIXTURES "/ref_logits.safetensors", &err);
+	ck_assert_msg(f, "%s", err.msg);
+	struct lynn_model_opts o = { .n_threads = 2 };
+	struct lynn_model *m = lynn_model_open(BF16, &o, &err);
+	ck_assert_msg(m, "%s", err.msg);
+	struct lynn_seq *s = lynn_seq_create(m, &err);
+	for (int q = 0; q < 4; q++) {
+		char k[32];
+		snprintf(k, sizeof k, "ids.%s", seqs[q]);
+		const struct lynn_tensor *ti = lynn_st_find(f, k);
+		snprintf(k, sizeof k, "logits.%s", seqs[q]);
+		const struct lynn_tensor *tl = lynn_st_find(f, k);
+		ck_assert(ti && tl);
+		int64_t T = ti->shape[0], V = tl->shape[1];
+		ck_assert_int_eq(lynn_model_n_vocab(m), (int)V);
+		float *lg = malloc((size_t)(T * V) * sizeof *lg);
+		lynn_seq_reset(s);
+		ck_assert_int_eq(lynn_model_prefill(m, s, ti->data, T, true, lg, &err), 0);
+		double maxd = 0, minc = 1;
+		const float *ref = tl->data;
+		for (int64_t t = 0; t < T; t++) {
+			for (int64_t j = 0; j < V; j++)
+				maxd = fmax(maxd, fabs((double)lg[t * V + j] - ref[t * V + j]));
+			minc = fmin(minc, cosine(lg + t * V, ref + t * V, V));
+		}
+		fprintf(stderr, "ggufrun: %s vs transformers, %s (%lld tokens): max|d| %.3g min cos %.7f\n",
+			BF16, seqs[q], (long long)T, maxd, minc);
+		ck_assert_msg(maxd <= TOL_HF_MAXABS && minc >= TOL_HF_COS, "%s: max|d| %g, cos %g",
+			      seqs[q], maxd, minc);
+		free(lg);
+	}
 	lynn_seq_free(s);
 	lynn_model_close(m);
 	lynn_st_close(f);
@@ -445,6 +495,7 @@ Suite *ggufrun_suite(void)
 	tc = tcase_create("llama");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_logits_llama, 0, (int)(sizeof FX / sizeof FX[0]));
+	tcase_add_test(tc, test_bf16_transformers);
 	tcase_add_test(tc, test_engine_text);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("bad");

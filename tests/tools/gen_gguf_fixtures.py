@@ -11,6 +11,10 @@ AMX weights, llama.cpp's plain CPU kernels). The oracle is llama.cpp itself: lyn
 never used.
 
 Files (OUT_DIR):
+- tiny-bf16.gguf: tests/fixtures/qwen35moe-tiny-text-bf16 converted with
+  tests/tools/hf_to_gguf_qwen35moe.py (BF16 matrices, F32 vectors, tokenizer
+  and chat template added): its oracle is transformers' logits in
+  tests/fixtures/ref_logits.safetensors (same weights as every tiny model).
 - tiny-q8_0.gguf: tests/fixtures/qwen35moe-tiny-text-f32 converted with
   tests/tools/hf_to_gguf_qwen35moe.py (F32) then `llama-quantize Q8_0`; rows
   are 64 long, so every matrix is Q8_0. The GGUF carries the tokenizer
@@ -50,6 +54,7 @@ import gen_bench_model  # noqa: E402
 LB = os.environ.get("LLAMA_BUILD", "/work/oracles/llama-build")
 LS = os.environ.get("LLAMA_SRC", "/work/oracles/llama.cpp")
 TINY = os.path.join(ROOT, "tests", "fixtures", "qwen35moe-tiny-text-f32")
+TINY_BF16 = os.path.join(ROOT, "tests", "fixtures", "qwen35moe-tiny-text-bf16")
 PROMPT = [319, 444, 417, 74, 277, 286, 86, 77, 287, 78, 87, 220, 73, 84, 279, 82,
           438, 324, 259, 367, 64, 89, 88, 331, 78, 70, 275, 71, 72, 299, 259, 267]
 N_GREEDY = 12
@@ -186,6 +191,7 @@ def main():
                    ["-lstdc++", "-fopenmp", "-lm", "-pthread", "-o", exe], check=True)
     commit = subprocess.run(["git", "-C", LS, "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
+    convert(TINY_BF16, os.path.join(out, "tiny-bf16.gguf"))
     with tempfile.TemporaryDirectory() as tmp:
         f32 = os.path.join(tmp, "tiny-f32.gguf")
         convert(TINY, f32)
