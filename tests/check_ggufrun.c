@@ -85,13 +85,16 @@ START_TEST(test_dequant_oracle)
 		ck_assert(lynn_ggml_type_ok(T[i].type));
 		ck_assert_uint_eq(lynn_ggml_row_bytes(T[i].type, n), (size_t)rb);
 		float *out = malloc((size_t)n * sizeof *out);
-		for (int64_t r = 0; r < rows; r++) {
-			lynn_ggml_dequant(T[i].type, (const uint8_t *)raw->data + r * rb, n, out);
-			const float *w = (const float *)want->data + r * n;
-			for (int64_t j = 0; j < n; j++)
-				ck_assert_msg(!memcmp(&out[j], &w[j], 4), "%s row %lld [%lld]: %.9g, gguf-py %.9g",
-					      T[i].name, (long long)r, (long long)j, out[j], w[j]);
-		}
+		for (int ref = 0; ref < 2; ref++) /* the dispatched (SIMD) one and the portable one */
+			for (int64_t r = 0; r < rows; r++) {
+				(ref ? lynn_ggml_dequant_ref : lynn_ggml_dequant)(
+					T[i].type, (const uint8_t *)raw->data + r * rb, n, out);
+				const float *w = (const float *)want->data + r * n;
+				for (int64_t j = 0; j < n; j++)
+					ck_assert_msg(!memcmp(&out[j], &w[j], 4),
+						      "%s%s row %lld [%lld]: %.9g, gguf-py %.9g", T[i].name,
+						      ref ? " (ref)" : "", (long long)r, (long long)j, out[j], w[j]);
+			}
 		free(out);
 	}
 	ck_assert(!lynn_ggml_type_ok(10) && !lynn_ggml_type_ok(99)); /* Q2_K, unknown */

@@ -39,8 +39,11 @@ size_t lynn_ggml_row_bytes(uint32_t type, int64_t n);
 int lynn_ggml_block_elems(uint32_t type);
 
 /* Dequantize n elements (a whole number of blocks) starting at `src` into
- * out[0..n). The type must be supported (lynn_ggml_type_ok). */
+ * out[0..n). The type must be supported (lynn_ggml_type_ok). Q4_K, Q6_K and
+ * Q8_0 use AVX2 when the CPU has it (the same values: each element is the
+ * same f32 multiply/subtract); _ref is the portable scalar twin. */
 void lynn_ggml_dequant(uint32_t type, const void *src, int64_t n, float *out);
+void lynn_ggml_dequant_ref(uint32_t type, const void *src, int64_t n, float *out);
 
 /* A borrowed quantized matrix W (n_out rows of n_in elements, row-major in
  * ggml layout: ne[0] = n_in), e.g. straight into a GGUF file's mmap. */

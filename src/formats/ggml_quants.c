@@ -145,7 +145,7 @@ static void dq_q6_k(const uint8_t *b, float *y)
 	}
 }
 
-void lynn_ggml_dequant(uint32_t type, const void *src, int64_t n, float *out)
+void lynn_ggml_dequant_ref(uint32_t type, const void *src, int64_t n, float *out)
 {
 	const uint8_t *p = src;
 	int64_t i;
@@ -180,6 +180,130 @@ void lynn_ggml_dequant(uint32_t type, const void *src, int64_t n, float *out)
 	}
 }
 
+/* ===== AVX2 (same values: the same f32 mul/sub per element, no FMA) ===== */
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#define AVX2_FN __attribute__((target("avx2,fma")))
+
+/* 8 unsigned bytes at p (low 64 bits of v) -> 8 f32 */
+AVX2_FN static inline __m256 u8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+
+AVX2_FN static void dq_q4_k_avx2(const uint8_t *b, float *y)
+{
+	float d = h2f(b), dmin = h2f(b + 2);
+	const uint8_t *sc = b + 4, *qs = b + 16;
+	const __m256i m4 = _mm256_set1_epi8(15);
+	for (int c = 0; c < 4; c++) {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+		__m256i nib[2] = { _mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4) };
+		for (int h = 0; h < 2; h++) {
+			uint8_t a, mm;
+			scale_min_k4(2 * c + h, sc, &a, &mm);
+			__m256 dl = _mm256_set1_ps(d * (float)a), ml = _mm256_set1_ps(dmin * (float)mm);
+			__m128i lo = _mm256_castsi256_si128(nib[h]), hi = _mm256_extracti128_si256(nib[h], 1);
+			__m128i parts[4] = { lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8) };
+			float *yy = y + 64 * c + 32 * h;
+			for (int p = 0; p < 4; p++)
+				_mm256_storeu_ps(yy + 8 * p, _mm256_sub_ps(_mm256_mul_ps(dl, u8x8_ps(parts[p])), ml));
+		}
+	}
+}
+
+AVX2_FN static void dq_q6_k_avx2(const uint8_t *b, float *y)
+{
+	float d = h2f(b + 208);
+	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+	const __m256i off = _mm256_set1_epi32(32);
+	for (int half = 0; half < 2; half++) {
+		const uint8_t *ql = b + 64 * half, *qh = b + 128 + 32 * half;
+		const int8_t *sc = (const int8_t *)(b + 192) + 8 * half;
+		__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+		__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+		__m256i h = _mm256_loadu_si256((const __m256i *)qh);
+		__m256i q[4] = {
+			_mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
+			_mm256_or_si256(_mm256_and_si256(l1, m4),
+					_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4)),
+			_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+					_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4)),
+			_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+					_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4)),
+		};
+		for (int k = 0; k < 4; k++) {
+			__m128i lo = _mm256_castsi256_si128(q[k]), hi = _mm256_extracti128_si256(q[k], 1);
+			__m128i parts[4] = { lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8) };
+			float *yy = y + 128 * half + 32 * k;
+			for (int p = 0; p < 4; p++) {
+				__m256 s = _mm256_set1_ps(d * (float)sc[p / 2 + 2 * k]);
+				__m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[p]), off));
+				_mm256_storeu_ps(yy + 8 * p, _mm256_mul_ps(s, v));
+			}
+		}
+	}
+}
+
+AVX2_FN static void dq_q8_0_avx2(const uint8_t *b, float *y)
+{
+	__m256 d = _mm256_set1_ps(h2f(b));
+	for (int p = 0; p < 4; p++) {
+		__m128i v = _mm_loadl_epi64((const __m128i *)(b + 2 + 8 * p));
+		_mm256_storeu_ps(y + 8 * p, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), d));
+	}
+}
+
+AVX2_FN static float dot_avx2(const float *a, const float *b, int64_t n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+	__m256 v = _mm256_add_ps(s0, s1);
+	__m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+	t = _mm_add_ss(t, _mm_movehdup_ps(t));
+	float r = _mm_cvtss_f32(t);
+	for (; i < n; i++)
+		r += a[i] * b[i];
+	return r;
+}
+
+static bool simd(void)
+{
+	static int have = -1;
+	if (have < 0)
+		have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	return have;
+}
+#else
+static bool simd(void) { return false; }
+#endif
+
+void lynn_ggml_dequant(uint32_t type, const void *src, int64_t n, float *out)
+{
+#ifdef HAVE_X86
+	if (simd() && (type == LYNN_GGML_Q4_K || type == LYNN_GGML_Q6_K || type == LYNN_GGML_Q8_0)) {
+		const uint8_t *p = src;
+		int blck = INFO[type].blck, bytes = INFO[type].bytes;
+		for (int64_t i = 0; i < n / blck; i++, p += bytes, out += blck) {
+			if (type == LYNN_GGML_Q4_K)
+				dq_q4_k_avx2(p, out);
+			else if (type == LYNN_GGML_Q6_K)
+				dq_q6_k_avx2(p, out);
+			else
+				dq_q8_0_avx2(p, out);
+		}
+		return;
+	}
+#endif
+	lynn_ggml_dequant_ref(type, src, n, out);
+}
+
 /* ===== products ===== */
 
 #define CHUNK 2048   /* elements dequantized at a time (a multiple of 256) */
@@ -204,6 +328,8 @@ void lynn_ggml_rows(const struct lynn_ggml_view *w, const float *x, int64_t ldx,
 	float sums[TOKS];
 	const int64_t k = w->n_in;
 	const int blck = INFO[w->type].blck, bytes = INFO[w->type].bytes;
+	const bool use_simd = simd();
+	(void)use_simd;
 
 	for (int64_t r = r0; r < r1; r++) {
 		const uint8_t *row = w->data + (size_t)r * w->row_bytes;
@@ -215,7 +341,12 @@ void lynn_ggml_rows(const struct lynn_ggml_view *w, const float *x, int64_t ldx,
 				int64_t len = k - c0 < CHUNK ? k - c0 : CHUNK;
 				lynn_ggml_dequant(w->type, row + (size_t)(c0 / blck) * (size_t)bytes, len, wbuf);
 				for (int64_t t = 0; t < nt; t++)
+#ifdef HAVE_X86
+					sums[t] += use_simd ? dot_avx2(wbuf, x + (t0 + t) * ldx + c0, len)
+							    : dot(wbuf, x + (t0 + t) * ldx + c0, len);
+#else
 					sums[t] += dot(wbuf, x + (t0 + t) * ldx + c0, len);
+#endif
 			}
 			for (int64_t t = 0; t < nt; t++) {
 				if (accumulate)
