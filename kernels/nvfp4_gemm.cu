@@ -348,10 +348,14 @@ static __device__ __forceinline__ void lynn_tc_dec4(uint32_t h, uint32_t sc, uin
 {
 	const uint32_t p = lynn_prmt(0x43424140u, 0x4C484644u, h);	     /* 64 + 2|q| */
 	const uint32_t n = lynn_prmt(0x3D3E3F40u, 0x34383A3Cu, h ^ 0x8888u); /* 64 - 2|q| */
-	const uint32_t b = p | n;
+	const uint32_t b = p + n; /* disjoint bytes: an add, which ptxas can put on the FMA pipe */
 	w0 = lynn_bf16x2_fma(lynn_prmt(b, 0x43u, 0x4140u), sc, sh);
 	w1 = lynn_bf16x2_fma(lynn_prmt(b, 0x43u, 0x4342u), sc, sh);
 }
+
+/* w >> 16 as a multiply-high, which runs on the FMA pipe rather than the
+ * integer pipe that the decode keeps busy */
+static __device__ __forceinline__ uint32_t lynn_hi16(uint32_t w) { return __umulhi(w, 0x10000u); }
 
 static __device__ __forceinline__ void lynn_mma_bf16(float *c, uint32_t a0, uint32_t a1,
 						     uint32_t a2, uint32_t a3, uint32_t b0,
@@ -363,14 +367,21 @@ static __device__ __forceinline__ void lynn_mma_bf16(float *c, uint32_t a0, uint
 		     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* scale byte -> (s/2, s/2) and (-96 s, -96 s) as bf16x2 (exact) */
-static __device__ __forceinline__ void lynn_tc_scale(uint32_t byte, uint32_t &sc, uint32_t &sh)
+/* a row's two scale bytes (low 16 bits of pair) -> (s/2, s/2) and
+ * (-96 s, -96 s) as bf16x2, exact: each E4M3 magnitude is moved to the top of
+ * an f32 (2^-120 times its value, as in lynn_e4m3_dev) with a multiply and
+ * one mask, keeping the work off the integer pipe where it can */
+static __device__ __forceinline__ void lynn_tc_scale2(uint32_t pair, uint32_t *sc, uint32_t *sh)
 {
-	const float s = lynn_e4m3_dev(byte);
-	__nv_bfloat162 a = __floats2bfloat162_rn(s * 0.5f, s * 0.5f);
-	__nv_bfloat162 b = __floats2bfloat162_rn(s * -96.0f, s * -96.0f);
-	sc = *(uint32_t *)&a;
-	sh = *(uint32_t *)&b;
+	const uint32_t bits[2] = { (pair * 0x100000u) & 0x07F00000u, (pair * 0x1000u) & 0x07F00000u };
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const float f = __int_as_float((int)bits[i]);
+		__nv_bfloat162 a = __floats2bfloat162_rn(f * 0x1p119f, f * 0x1p119f);
+		__nv_bfloat162 b = __floats2bfloat162_rn(f * -0x1.8p126f, f * -0x1.8p126f);
+		sc[i] = *(uint32_t *)&a;
+		sh[i] = *(uint32_t *)&b;
+	}
 }
 
 template <int MT8, typename TY>
@@ -436,10 +447,8 @@ nvfp4_tc_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ 
 			const int64_t kk = (int64_t)sp * 128 + 32 * c;
 			const bool kv = sp < nspans && kk < k;
 			uint32_t scA[2], shA[2], scB[2], shB[2];
-			lynn_tc_scale(sa[u] & 0xffu, scA[0], shA[0]);
-			lynn_tc_scale(sa[u] >> 8, scA[1], shA[1]);
-			lynn_tc_scale(sb[u] & 0xffu, scB[0], shB[0]);
-			lynn_tc_scale(sb[u] >> 8, scB[1], shB[1]);
+			lynn_tc_scale2(sa[u], scA, shA);
+			lynn_tc_scale2(sb[u], scB, shB);
 			const uint32_t wA[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w };
 			const uint32_t wB[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
 #pragma unroll
@@ -592,10 +601,8 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 			const bool kv = kk < k32;
 			const uint4 va = ring[st * 64 + lane], vb = ring[st * 64 + 32 + lane];
 			uint32_t scA[2], shA[2], scB[2], shB[2];
-			lynn_tc_scale(sra[st] & 0xffu, scA[0], shA[0]);
-			lynn_tc_scale(sra[st] >> 8, scA[1], shA[1]);
-			lynn_tc_scale(srb[st] & 0xffu, scB[0], shB[0]);
-			lynn_tc_scale(srb[st] >> 8, scB[1], shB[1]);
+			lynn_tc_scale2(sra[st], scA, shA);
+			lynn_tc_scale2(srb[st], scB, shB);
 			const uint32_t wA[4] = { va.x, va.y, va.z, va.w };
 			const uint32_t wB[4] = { vb.x, vb.y, vb.z, vb.w };
 			/* one token tile: the span's 32 X values of token gq in four
@@ -610,9 +617,10 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
 				uint32_t a0, a1, a2, a3;
-				const int sh = 16 * (j & 1);
-				lynn_tc_dec4(wA[j >> 1] >> sh, scA[j >> 2], shA[j >> 2], a0, a2);
-				lynn_tc_dec4(wB[j >> 1] >> sh, scB[j >> 2], shB[j >> 2], a1, a3);
+				lynn_tc_dec4(j & 1 ? lynn_hi16(wA[j >> 1]) : wA[j >> 1], scA[j >> 2], shA[j >> 2],
+					     a0, a2);
+				lynn_tc_dec4(j & 1 ? lynn_hi16(wB[j >> 1]) : wB[j >> 1], scB[j >> 2], shB[j >> 2],
+					     a1, a3);
 #pragma unroll
 				for (int t = 0; t < MT8; t++) {
 					const int tok = t * 8 + gq;
