@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lynn/gguf.h"
 #include "lynn/lora.h"
 #include "lynn/util.h"
 #include "model_int.h"
@@ -173,12 +174,13 @@ static int bind_experts(struct binder *b, struct layer *L, int li)
 		size_t gs = lynn_dtype_size(gu->dtype), ds = lynn_dtype_size(dn->dtype);
 		for (int e = 0; e < m->E; e++) {
 			const char *base = (const char *)gu->data + (size_t)e * 2 * m->I * m->H * gs;
-			L->eg[e] = (struct lin){ gu->dtype, base, m->I, m->H, NULL, false, { 0 }, false, { 0 } };
+			L->eg[e] = (struct lin){ gu->dtype, base, m->I, m->H, NULL, false, { 0 }, false,
+						 { 0 }, false, { 0 } };
 			L->eu[e] = (struct lin){ gu->dtype, base + (size_t)m->I * m->H * gs, m->I, m->H,
-						 NULL, false, { 0 }, false, { 0 } };
+						 NULL, false, { 0 }, false, { 0 }, false, { 0 } };
 			L->ed[e] = (struct lin){ dn->dtype,
 						 (const char *)dn->data + (size_t)e * m->H * m->I * ds,
-						 m->H, m->I, NULL, false, { 0 }, false, { 0 } };
+						 m->H, m->I, NULL, false, { 0 }, false, { 0 }, false, { 0 } };
 			L->eg[e].name = strdup(NAME("layers.%d.mlp.experts.%d.gate_proj.weight", li, e));
 			L->eu[e].name = strdup(NAME("layers.%d.mlp.experts.%d.up_proj.weight", li, e));
 			L->ed[e].name = strdup(NAME("layers.%d.mlp.experts.%d.down_proj.weight", li, e));
@@ -258,18 +260,9 @@ static int bind_layer(struct binder *b, int li)
 
 /* ===== open / close ===== */
 
-struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opts *opts,
-				   struct lynn_err *err)
+int lynn_model_setup(struct lynn_model *m, const char *path, const struct lynn_model_opts *opts,
+		     struct lynn_err *err)
 {
-	struct lynn_model *m = calloc(1, sizeof *m);
-	struct binder b = { m, path, err };
-	int rc;
-	if (!m) {
-		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
-		return NULL;
-	}
-	if ((rc = lynn_config_load(&m->cfg, path, err)))
-		goto fail;
 	const struct lynn_config *c = &m->cfg;
 	m->H = c->hidden_size;
 	m->V = c->vocab_size;
@@ -288,26 +281,53 @@ struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opt
 	m->Is = c->shared_inter;
 	/* bounds that keep per-token scratch and stack arrays small */
 	if (c->n_layers > 4096 || m->E > 4096 || m->H > (1 << 20) || m->V > (1 << 24) ||
-	    m->hd > 4096 || m->dk > 4096 || m->dv > 4096 || m->K > 64) {
-		lynn_errf(err, -LYNN_EUNSUPPORTED, "model: '%s': config sizes beyond the runner's limits "
-			  "(layers %d, experts %d, hidden %d, vocab %d, head dims %d/%d/%d, conv %d)", path,
-			  c->n_layers, m->E, m->H, m->V, m->hd, m->dk, m->dv, m->K);
-		goto fail;
-	}
+	    m->hd > 4096 || m->dk > 4096 || m->dv > 4096 || m->K > 64)
+		return lynn_errf(err, -LYNN_EUNSUPPORTED, "model: '%s': config sizes beyond the runner's "
+				 "limits (layers %d, experts %d, hidden %d, vocab %d, head dims %d/%d/%d, "
+				 "conv %d)", path, c->n_layers, m->E, m->H, m->V, m->hd, m->dk, m->dv, m->K);
 	if (m->topk > m->E || m->K < 1 || c->rot_dim > m->hd || c->rot_dim % 2 || m->Hv % m->Hk ||
-	    m->nh % m->nkv) {
-		lynn_errf(err, -LYNN_EFORMAT, "model: '%s': inconsistent config (experts_per_tok, "
-			  "conv kernel, rotary dim or head counts)", path);
-		goto fail;
-	}
-	m->ckpt = lynn_ckpt_open(path, err);
-	if (!m->ckpt)
-		goto fail;
+	    m->nh % m->nkv)
+		return lynn_errf(err, -LYNN_EFORMAT, "model: '%s': inconsistent config (experts_per_tok, "
+				 "conv kernel, rotary dim or head counts)", path);
 	m->n_threads = opts && opts->n_threads > 0 ? opts->n_threads : lynn_ncpu();
 	m->isa = opts ? opts->isa : LYNN_CPU_AUTO;
 	if (m->isa == LYNN_CPU_AUTO || !lynn_cpu_has(m->isa))
 		m->isa = lynn_cpu_best();
 	m->lora_on = true;
+	return 0;
+}
+
+int lynn_model_finish(struct lynn_model *m, struct lynn_err *err)
+{
+	const struct lynn_config *c = &m->cfg;
+	/* RoPE: inv_freq[i] = theta^(-2i/d_rot) in f32 (§1.4) */
+	int nf = c->rot_dim / 2;
+	m->inv_freq = malloc((size_t)(nf > 0 ? nf : 1) * sizeof *m->inv_freq);
+	if (!m->inv_freq)
+		return lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
+	for (int i = 0; i < nf; i++) /* torch: 1 / theta ** (arange(0, d, 2).float() / d) */
+		m->inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(float)(2.0f * i / c->rot_dim)));
+	m->pool = lynn_pool_create(m->n_threads, err);
+	return m->pool ? 0 : (err && err->code ? err->code : -LYNN_ENOMEM);
+}
+
+struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opts *opts,
+				   struct lynn_err *err)
+{
+	if (lynn_model_path_is_gguf(path))
+		return lynn_model_open_gguf(path, opts, err);
+	struct lynn_model *m = calloc(1, sizeof *m);
+	struct binder b = { m, path, err };
+	if (!m) {
+		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
+		return NULL;
+	}
+	if (lynn_config_load(&m->cfg, path, err) || lynn_model_setup(m, path, opts, err))
+		goto fail;
+	const struct lynn_config *c = &m->cfg;
+	m->ckpt = lynn_ckpt_open(path, err);
+	if (!m->ckpt)
+		goto fail;
 
 	/* embeddings, final norm, lm_head */
 	const struct lynn_tensor *emb = find(&b, "embed_tokens.weight");
@@ -325,7 +345,7 @@ struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opt
 			goto fail;
 	} else {
 		m->lm_head = (struct lin){ emb->dtype, emb->data, m->V, m->H, strdup("lm_head.weight"),
-					   false, { 0 }, false, { 0 } };
+					   false, { 0 }, false, { 0 }, false, { 0 } };
 	}
 	m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
 	if (!m->layers) {
@@ -335,17 +355,7 @@ struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opt
 	for (int li = 0; li < c->n_layers; li++)
 		if (bind_layer(&b, li))
 			goto fail;
-	/* RoPE: inv_freq[i] = theta^(-2i/d_rot) in f32 (§1.4) */
-	int nf = c->rot_dim / 2;
-	m->inv_freq = malloc((size_t)(nf > 0 ? nf : 1) * sizeof *m->inv_freq);
-	if (!m->inv_freq) {
-		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
-		goto fail;
-	}
-	for (int i = 0; i < nf; i++) /* torch: 1 / theta ** (arange(0, d, 2).float() / d) */
-		m->inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(float)(2.0f * i / c->rot_dim)));
-	m->pool = lynn_pool_create(m->n_threads, err);
-	if (!m->pool)
+	if (lynn_model_finish(m, err))
 		goto fail;
 	return m;
 fail:
@@ -386,6 +396,7 @@ void lynn_model_close(struct lynn_model *m)
 	free(m->arena);
 	lynn_pool_free(m->pool);
 	lynn_ckpt_close(m->ckpt);
+	lynn_gguf_close(m->gguf);
 	lynn_config_release(&m->cfg);
 	free(m);
 }
@@ -399,12 +410,15 @@ static uint64_t lin_bytes(const struct lin *l)
 {
 	if (l->is_nv)
 		return (uint64_t)l->n_out * (uint64_t)l->n_in * 9 / 16;
+	if (l->is_gg)
+		return (uint64_t)l->n_out * l->gg.row_bytes;
 	return (uint64_t)l->n_out * (uint64_t)l->n_in * lynn_dtype_size(l->dt);
 }
 
 uint64_t lynn_model_active_bytes(const struct lynn_model *m)
 {
-	uint64_t s = (uint64_t)m->H * lynn_dtype_size(m->embed_dt) + lin_bytes(&m->lm_head);
+	uint64_t s = (m->embed_is_gg ? m->embed_gg.row_bytes : (uint64_t)m->H * lynn_dtype_size(m->embed_dt)) +
+		     lin_bytes(&m->lm_head);
 	for (int li = 0; li < m->cfg.n_layers; li++) {
 		const struct layer *L = &m->layers[li];
 		if (L->type == LYNN_LAYER_FULL)
@@ -540,6 +554,11 @@ int lynn_model_lora_attach(struct lynn_model *m, const struct lynn_lora *lora, s
 
 struct lynn_lora *lynn_model_lora_load(struct lynn_model *m, const char *dir, struct lynn_err *err)
 {
+	if (!m->ckpt) {
+		lynn_errf(err, -LYNN_EUNSUPPORTED, "model: LoRA adapters need a safetensors model "
+			  "folder, not a GGUF file");
+		return NULL;
+	}
 	struct lynn_lora *l = lynn_lora_open(dir, err);
 	if (!l)
 		return NULL;
