@@ -51,55 +51,86 @@ static int check_shape(struct binder *b, const struct lynn_tensor *t, int nd, co
 	return 0;
 }
 
-/* An NVFP4 linear "<module>.weight" stored as compressed-tensors
- * (weight_packed) or ModelOpt (U8 weight) companions: *found false when
- * neither is there. */
-static int bind_nvfp4(struct binder *b, struct lin *l, const char *name, int64_t n_out,
-		      int64_t n_in, bool *found)
+/* The NVFP4 companions of "<module>.weight" stored as compressed-tensors
+ * (weight_packed) or ModelOpt (U8 weight), 2-D or fused 3-D (a leading
+ * expert dimension): returns the format, NONE when neither is there. */
+static enum lynn_nvfp4_format find_nvfp4(struct binder *b, const char *name,
+					 struct lynn_nvfp4_linear *L)
 {
-	struct lynn_nvfp4_linear L = { 0 };
 	enum lynn_nvfp4_format f = LYNN_NVFP4_CT;
 	const struct lynn_nvfp4_suffixes *sx;
 	size_t bl = strlen(name) - strlen(".weight");
 	char nm[300];
-	int rc;
 
-	*found = false;
-	if (bl >= sizeof L.base || !strstr(name, ".weight"))
-		return 0;
-	memcpy(L.base, name, bl);
-	snprintf(nm, sizeof nm, "%s.weight_packed", L.base);
-	L.weight = lynn_ckpt_find_decoder(b->m->ckpt, nm);
-	if (!L.weight) {
-		L.weight = lynn_ckpt_find_decoder(b->m->ckpt, name);
-		if (!L.weight || L.weight->dtype != LYNN_DTYPE_U8)
-			return 0;
+	memset(L, 0, sizeof *L);
+	if (bl >= sizeof L->base || !strstr(name, ".weight"))
+		return LYNN_NVFP4_NONE;
+	memcpy(L->base, name, bl);
+	snprintf(nm, sizeof nm, "%s.weight_packed", L->base);
+	L->weight = lynn_ckpt_find_decoder(b->m->ckpt, nm);
+	if (!L->weight) {
+		L->weight = lynn_ckpt_find_decoder(b->m->ckpt, name);
+		if (!L->weight || L->weight->dtype != LYNN_DTYPE_U8)
+			return LYNN_NVFP4_NONE;
 		f = LYNN_NVFP4_MODELOPT;
 	}
-	*found = true;
 	sx = lynn_nvfp4_suffixes(f);
-	snprintf(nm, sizeof nm, "%s.%s", L.base, sx->scale);
-	L.scale = lynn_ckpt_find_decoder(b->m->ckpt, nm);
-	snprintf(nm, sizeof nm, "%s.%s", L.base, sx->global);
-	L.global = lynn_ckpt_find_decoder(b->m->ckpt, nm);
-	L.n = L.weight->n_dims == 2 ? L.weight->shape[0] : 0;
-	L.k = L.weight->n_dims == 2 ? 2 * L.weight->shape[1] : 0;
-	if (L.n != n_out || L.k != n_in)
-		return lynn_errf(b->err, -LYNN_EFORMAT,
-				 "model: nvfp4 '%s': [%lld, %lld] unpacked, expected [%lld, %lld]",
-				 L.base, (long long)L.n, (long long)L.k, (long long)n_out,
-				 (long long)n_in);
-	if ((rc = lynn_nvfp4_view_init(&l->nv, f, &L, 0, b->err)))
+	snprintf(nm, sizeof nm, "%s.%s", L->base, sx->scale);
+	L->scale = lynn_ckpt_find_decoder(b->m->ckpt, nm);
+	snprintf(nm, sizeof nm, "%s.%s", L->base, sx->global);
+	L->global = lynn_ckpt_find_decoder(b->m->ckpt, nm);
+	const int nd = L->weight->n_dims;
+	if (nd == 2 || nd == 3) {
+		L->n_experts = nd == 3 ? L->weight->shape[0] : 0;
+		L->n = L->weight->shape[nd - 2];
+		L->k = 2 * L->weight->shape[nd - 1];
+	}
+	return f;
+}
+
+/* Rows [row0, row0 + rows) of expert e of a found NVFP4 linear as `l`. */
+static int lin_nvfp4(struct binder *b, struct lin *l, enum lynn_nvfp4_format f,
+		     const struct lynn_nvfp4_linear *L, int64_t e, int64_t row0, int64_t rows,
+		     const char *name)
+{
+	int rc = lynn_nvfp4_view_init(&l->nv, f, L, e, b->err);
+	if (rc)
 		return rc;
+	l->nv.packed += row0 * (L->k / 2);
+	l->nv.scales += row0 * (L->k / 16);
+	l->nv.n = rows;
 	l->is_nv = true;
 	l->dt = LYNN_DTYPE_U8;
-	l->w = L.weight->data;
-	l->n_out = n_out;
-	l->n_in = n_in;
+	l->w = l->nv.packed;
+	l->n_out = rows;
+	l->n_in = L->k;
 	l->name = strdup(name);
 	if (!l->name)
 		return lynn_errf(b->err, -LYNN_ENOMEM, "model: out of memory");
 	return 0;
+}
+
+static int nvfp4_shape_error(struct binder *b, const struct lynn_nvfp4_linear *L, int64_t ne,
+			     int64_t n, int64_t k)
+{
+	return lynn_errf(b->err, -LYNN_EFORMAT,
+			 "model: nvfp4 '%s': [%lld, %lld, %lld] (experts, rows, unpacked columns), "
+			 "expected [%lld, %lld, %lld]", L->base, (long long)L->n_experts,
+			 (long long)L->n, (long long)L->k, (long long)ne, (long long)n, (long long)k);
+}
+
+/* An NVFP4 2-D linear "<module>.weight": *found false when it is not one. */
+static int bind_nvfp4(struct binder *b, struct lin *l, const char *name, int64_t n_out,
+		      int64_t n_in, bool *found)
+{
+	struct lynn_nvfp4_linear L;
+	enum lynn_nvfp4_format f = find_nvfp4(b, name, &L);
+	*found = f != LYNN_NVFP4_NONE;
+	if (!*found)
+		return 0;
+	if (L.n_experts || L.n != n_out || L.k != n_in)
+		return nvfp4_shape_error(b, &L, 0, n_out, n_in);
+	return lin_nvfp4(b, l, f, &L, 0, 0, n_out, name);
 }
 
 static int bind_lin(struct binder *b, struct lin *l, const char *name, int64_t n_out, int64_t n_in)
@@ -159,6 +190,27 @@ static int bind_experts(struct binder *b, struct layer *L, int li)
 	L->ed = calloc((size_t)m->E, sizeof *L->ed);
 	if (!L->eg || !L->eu || !L->ed)
 		return lynn_errf(b->err, -LYNN_ENOMEM, "model: out of memory");
+	struct lynn_nvfp4_linear G, D;
+	enum lynn_nvfp4_format f = find_nvfp4(b, NAME("layers.%d.mlp.experts.gate_up_proj.weight", li), &G);
+	if (f != LYNN_NVFP4_NONE) { /* fused 3-D NVFP4: gate_up [E, 2I, H/2], down [E, H, I/2] */
+		if (G.n_experts != m->E || G.n != 2 * (int64_t)m->I || G.k != m->H)
+			return nvfp4_shape_error(b, &G, m->E, 2 * (int64_t)m->I, m->H);
+		if (find_nvfp4(b, NAME("layers.%d.mlp.experts.down_proj.weight", li), &D) != f)
+			return lynn_errf(b->err, -LYNN_ENOTFOUND,
+					 "model: '%s': missing the NVFP4 tensor '%s' (in the format of '%s')",
+					 b->path, nm, G.base);
+		if (D.n_experts != m->E || D.n != m->H || D.k != m->I)
+			return nvfp4_shape_error(b, &D, m->E, m->H, m->I);
+		for (int e = 0; e < m->E; e++) /* per-expert names, for LoRA lookup */
+			if ((rc = lin_nvfp4(b, &L->eg[e], f, &G, e, 0, m->I,
+					    NAME("layers.%d.mlp.experts.%d.gate_proj.weight", li, e))) ||
+			    (rc = lin_nvfp4(b, &L->eu[e], f, &G, e, m->I, m->I,
+					    NAME("layers.%d.mlp.experts.%d.up_proj.weight", li, e))) ||
+			    (rc = lin_nvfp4(b, &L->ed[e], f, &D, e, 0, m->H,
+					    NAME("layers.%d.mlp.experts.%d.down_proj.weight", li, e))))
+				return rc;
+		return 0;
+	}
 	const struct lynn_tensor *gu =
 		lynn_ckpt_find_decoder(m->ckpt, NAME("layers.%d.mlp.experts.gate_up_proj", li));
 	if (gu) { /* fused 3-D: gate_up [E, 2I, H], down [E, H, I] (§2.2) */
