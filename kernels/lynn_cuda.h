@@ -48,10 +48,9 @@ enum lynn_cuda_path {
 	LYNN_CUDA_PATH_AUTO = 0,
 	LYNN_CUDA_PATH_GEMV = 1,  /* CUDA cores, dequant in registers, M <= 8 per launch */
 	LYNN_CUDA_PATH_MMA = 2,   /* BF16 tensor cores (wmma), tiles of 64 rows */
-	LYNN_CUDA_PATH_GEMV_V1 = 3, /* first versions, kept as baselines */
-	LYNN_CUDA_PATH_MMA_V1 = 4,
-	LYNN_CUDA_PATH_TC = 5,    /* BF16 mma.sync, weights as the m16 operand; K <= 5112 */
-	LYNN_CUDA_PATH_TC2 = 6,   /* tc with a cp.async weight pipeline; K <= 4152 */
+	LYNN_CUDA_PATH_TC = 3,    /* BF16 mma.sync, weights as the m16 operand; K <= 5112 */
+	LYNN_CUDA_PATH_TC2 = 4,   /* tc with a cp.async weight pipeline; K <= 4152 */
+	LYNN_CUDA_PATH_COUNT = 5,
 };
 
 /* Y[M,N] (bf16 or f32 per `out`) = X[M,K] (bf16) * W^T; M >= 1 (any M

@@ -674,208 +674,11 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	}
 }
 
-/* ===== first versions (kept as measured baselines; paths GEMV_V1/MMA_V1) =====
- * gemv1: X read through L1 as bf16, one row per lane group, 2 chunks per
- * lane; mma1: 4 warps, one K step in flight. */
-
-template <int MT, typename TY>
-static __global__ void __launch_bounds__(GEMV_WARPS * 32)
-nvfp4_gemv1_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
-		  const float *__restrict__ alpha, const int32_t *__restrict__ ids,
-		  const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
-		  int64_t k, int lpr, TY *__restrict__ y, int64_t y_ld,
-		  int64_t y_group_stride)
-{
-	const int g = blockIdx.y;
-	const int e = ids ? ids[g] : 0;
-	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const int sub = lane / lpr, l = lane % lpr;
-	const int64_t row = ((int64_t)blockIdx.x * GEMV_WARPS + warp) * (32 / lpr) + sub;
-	const int64_t chunks = k / 32;
-	float acc[MT];
-
-#pragma unroll
-	for (int i = 0; i < MT; i++)
-		acc[i] = 0.0f;
-	x += (int64_t)g * x_group_stride;
-	if (row < n) {
-		const uint8_t *P = packed + ((int64_t)e * n + row) * (k / 2);
-		const uint8_t *S = scales + ((int64_t)e * n + row) * (k / 16);
-		for (int64_t c = l; c < chunks; c += lpr) {
-			uint4 wv = __ldcs((const uint4 *)(P + c * 16));
-			uint32_t sc = *(const uint16_t *)(S + c * 2);
-			float s0 = lynn_e4m3_dev(sc & 0xff) * 0.5f;
-			float s1 = lynn_e4m3_dev(sc >> 8) * 0.5f;
-			float q[32];
-			lynn_e2m1x8_to_f32x2(wv.x, q);
-			lynn_e2m1x8_to_f32x2(wv.y, q + 8);
-			lynn_e2m1x8_to_f32x2(wv.z, q + 16);
-			lynn_e2m1x8_to_f32x2(wv.w, q + 24);
-#pragma unroll
-			for (int i = 0; i < MT; i++) {
-				if (i < m) {
-					const uint4 *xp = (const uint4 *)(x + (int64_t)i * k + c * 32);
-					float b0 = 0.0f, b1 = 0.0f;
-#pragma unroll
-					for (int v = 0; v < 4; v++) {
-						uint4 xv = __ldg(xp + v);
-						uint32_t xs[4] = { xv.x, xv.y, xv.z, xv.w };
-						float part = 0.0f;
-#pragma unroll
-						for (int j = 0; j < 4; j++) {
-							float x0 = __uint_as_float(xs[j] << 16);
-							float x1 = __uint_as_float(xs[j] & 0xffff0000u);
-							part = fmaf(q[v * 8 + 2 * j], x0, part);
-							part = fmaf(q[v * 8 + 2 * j + 1], x1, part);
-						}
-						if (v < 2)
-							b0 += part;
-						else
-							b1 += part;
-					}
-					acc[i] = fmaf(b0, s0, fmaf(b1, s1, acc[i]));
-				}
-			}
-		}
-	}
-#pragma unroll
-	for (int i = 0; i < MT; i++)
-		for (int off = lpr / 2; off > 0; off >>= 1)
-			acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], off);
-	if (row < n && l == 0) {
-		float a = alpha[e];
-		y += (int64_t)g * y_group_stride;
-#pragma unroll
-		for (int i = 0; i < MT; i++)
-			if (i < m)
-				store_out(y + (int64_t)i * y_ld + row, acc[i] * a);
-	}
-}
-
-template <int MT16, typename TY>
-static __global__ void __launch_bounds__(128)
-nvfp4_mma1_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
-		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
-		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
-		 int64_t k, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
-{
-	__shared__ __align__(128) __nv_bfloat16 ws[MMA_BN * MMA_LD];
-	__shared__ __align__(128) __nv_bfloat16 xs[MT16 * 16 * MMA_LD];
-	__shared__ __align__(128) float out[MT16 * 16 * MMA_BN];
-	const int g = blockIdx.y;
-	const int e = ids ? ids[g] : 0;
-	const int t = threadIdx.x, warp = t >> 5;
-	const int64_t n0 = (int64_t)blockIdx.x * MMA_BN;
-	const int wrow = t >> 1, whalf = t & 1;
-	const uint8_t *P = packed + ((int64_t)e * n + n0 + wrow) * (k / 2) + whalf * 16;
-	const uint8_t *S = scales + ((int64_t)e * n + n0 + wrow) * (k / 16) + whalf * 2;
-	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[MT16];
-
-	x += (int64_t)g * x_group_stride;
-#pragma unroll
-	for (int i = 0; i < MT16; i++)
-		wmma::fill_fragment(acc[i], 0.0f);
-	for (int64_t k0 = 0; k0 < k; k0 += MMA_BK) {
-		/* weights: 32 elements per thread, dequantized to exact bf16 q*s */
-		uint4 wv = __ldcs((const uint4 *)(P + k0 / 2));
-		uint32_t sc = *(const uint16_t *)(S + k0 / 16);
-		uint32_t wd[4] = { wv.x, wv.y, wv.z, wv.w };
-		uint32_t packed_bf[16];
-#pragma unroll
-		for (int v = 0; v < 4; v++) {
-			float q[8];
-			float s = lynn_e4m3_dev(v < 2 ? (sc & 0xff) : (sc >> 8)) * 0.5f;
-			lynn_e2m1x8_to_f32x2(wd[v], q);
-#pragma unroll
-			for (int j = 0; j < 4; j++) {
-				uint32_t lo = __float_as_uint(q[2 * j] * s);
-				uint32_t hi = __float_as_uint(q[2 * j + 1] * s);
-				packed_bf[v * 4 + j] = __byte_perm(lo, hi, 0x7632);
-			}
-		}
-		uint4 *wdst = (uint4 *)(ws + wrow * MMA_LD + whalf * 32);
-#pragma unroll
-		for (int v = 0; v < 4; v++)
-			wdst[v] = make_uint4(packed_bf[4 * v], packed_bf[4 * v + 1],
-					     packed_bf[4 * v + 2], packed_bf[4 * v + 3]);
-		/* activations: MT16*16 rows x 64 bf16 = 8 uint4 per row */
-#pragma unroll
-		for (int i = 0; i < MT16; i++) {
-			int idx = t + 128 * i, r = idx >> 3, c = idx & 7;
-			uint4 v = make_uint4(0, 0, 0, 0);
-			if (r < m)
-				v = __ldg((const uint4 *)(x + (int64_t)r * k + k0 + c * 8));
-			*(uint4 *)(xs + r * MMA_LD + c * 8) = v;
-		}
-		__syncthreads();
-#pragma unroll
-		for (int kk = 0; kk < MMA_BK; kk += 16) {
-			wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bf;
-			wmma::load_matrix_sync(bf, ws + warp * 16 * MMA_LD + kk, MMA_LD);
-#pragma unroll
-			for (int i = 0; i < MT16; i++) {
-				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
-					       wmma::row_major> af;
-				wmma::load_matrix_sync(af, xs + i * 16 * MMA_LD + kk, MMA_LD);
-				wmma::mma_sync(acc[i], af, bf, acc[i]);
-			}
-		}
-		__syncthreads();
-	}
-#pragma unroll
-	for (int i = 0; i < MT16; i++)
-		wmma::store_matrix_sync(out + i * 16 * MMA_BN + warp * 16, acc[i], MMA_BN,
-					wmma::mem_row_major);
-	__syncthreads();
-	{
-		float a = alpha[e];
-		y += (int64_t)g * y_group_stride;
-		for (int idx = t; idx < MT16 * 16 * MMA_BN; idx += 128) {
-			int r = idx / MMA_BN, c = idx % MMA_BN;
-			if (r < m)
-				store_out(y + (int64_t)r * y_ld + n0 + c, out[idx] * a);
-		}
-	}
-}
-
 /* ===== launchers ===== */
-
-static int lanes_per_row1(int64_t k);
-
-template <int MT, typename TY>
-static void launch_gemv1(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
-			 const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
-			 int64_t ygs, cudaStream_t st)
-{
-	int lpr = lanes_per_row1(w->k);
-	int64_t rows_per_block = GEMV_WARPS * (32 / lpr);
-	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
-	nvfp4_gemv1_kernel<MT, TY><<<grid, GEMV_WARPS * 32, 0, st>>>(
-		w->d_packed, w->d_scales, w->d_alpha, ids, x, xgs, m, w->n, w->k, lpr, y, y_ld, ygs);
-}
-
-template <int MT16, typename TY>
-static void launch_mma1(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
-			const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
-			int64_t ygs, cudaStream_t st)
-{
-	dim3 grid((unsigned)(w->n / MMA_BN), (unsigned)groups);
-	nvfp4_mma1_kernel<MT16, TY><<<grid, 128, 0, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids,
-							  x, xgs, m, w->n, w->k, y, y_ld, ygs);
-}
 
 /* X staged as f32: MT * K * 4 bytes of dynamic shared memory at most. */
 #define GEMV_MAX_SHM (96 * 1024)
 #define GEMV_SHM_PER_K 4.5 /* bytes per K element and row, with padding */
-
-static int lanes_per_row1(int64_t k)
-{
-	int64_t chunks = k / 32;
-	int l = 32;
-	while (l > 1 && l > chunks)
-		l >>= 1;
-	return l;
-}
 
 /* gemv: each lane takes 2 chunks of 32 per row per pass. */
 static int lanes_per_row(int64_t k)
@@ -1047,9 +850,7 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 	int gmax = 8;
 	while (gmax > 1 && (int64_t)gmax * w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
 		gmax >>= 1;
-	const bool gv = path == LYNN_CUDA_PATH_GEMV || path == LYNN_CUDA_PATH_GEMV_V1;
-	if (path == LYNN_CUDA_PATH_GEMV_V1)
-		gmax = 8;
+	const bool gv = path == LYNN_CUDA_PATH_GEMV;
 	if (path == LYNN_CUDA_PATH_TC2) {
 		const int mt8 = tc2_mt8(m, w->k);
 		for (int m0 = 0; m0 < m; m0 += mt8 * 8) {
@@ -1088,27 +889,7 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 		int mm = m - m0;
 		const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
 		TY *ym = y + (int64_t)m0 * w->n;
-		if (path == LYNN_CUDA_PATH_GEMV_V1) {
-			if (mm > 8)
-				mm = 8;
-			if (mm == 1)
-				launch_gemv1<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else if (mm == 2)
-				launch_gemv1<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else if (mm <= 4)
-				launch_gemv1<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else
-				launch_gemv1<8>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-		} else if (path == LYNN_CUDA_PATH_MMA_V1) {
-			if (mm > 64)
-				mm = 64;
-			if (mm <= 16)
-				launch_mma1<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else if (mm <= 32)
-				launch_mma1<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else
-				launch_mma1<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-		} else if (path == LYNN_CUDA_PATH_GEMV) {
+		if (path == LYNN_CUDA_PATH_GEMV) {
 			if (mm > gmax)
 				mm = gmax;
 			if (mm == 1)
@@ -1162,7 +943,7 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 	if (path == LYNN_CUDA_PATH_TC && tc_smem(1, w->k) > TC_MAX_SHM)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc path needs K <= %d",
 				 TC_MAX_SHM / 16 - 8);
-	if ((path == LYNN_CUDA_PATH_MMA || path == LYNN_CUDA_PATH_MMA_V1) && !mma_ok)
+	if (path == LYNN_CUDA_PATH_MMA && !mma_ok)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
 	if (out == LYNN_CUDA_OUT_F32)
 		launch(w, ids, groups, x, xgs, m, (float *)d_y, ygs, path, st);

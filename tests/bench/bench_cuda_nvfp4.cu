@@ -166,6 +166,9 @@ struct errstat {
 	double relmax() const { return maxr > 0 ? maxe / maxr : maxe; }
 };
 
+/* lynn_cuda_path values in order, for the printed names */
+static const char *const PATH_NAME[LYNN_CUDA_PATH_COUNT] = { "auto", "gemv", "mma", "tc", "tc2" };
+
 static void verdict(const char *what, const errstat &st, double tol)
 {
 	bool ok = !st.bad && st.rel() <= tol && st.relmax() <= tol;
@@ -254,21 +257,15 @@ static void check_dense(int64_t n, int64_t k, int m, int64_t sample_rows)
 		for (int i = 0; i < m; i++)
 			ref[ri * m + i] = ref_dot(w, 0, rows[ri], &x[(size_t)(i * k)]);
 
-	enum lynn_cuda_path paths[7] = { LYNN_CUDA_PATH_AUTO, LYNN_CUDA_PATH_GEMV,
-					 LYNN_CUDA_PATH_MMA, LYNN_CUDA_PATH_GEMV_V1,
-					 LYNN_CUDA_PATH_MMA_V1, LYNN_CUDA_PATH_TC,
-					 LYNN_CUDA_PATH_TC2 };
-	const char *pname[7] = { "auto", "gemv", "mma", "gemv1", "mma1", "tc", "tc2" };
-	for (int pi = 0; pi < 7; pi++) {
-		if ((paths[pi] == LYNN_CUDA_PATH_MMA || paths[pi] == LYNN_CUDA_PATH_MMA_V1) &&
-		    (n % 64 || k % 64))
+	for (int pi = 0; pi < LYNN_CUDA_PATH_COUNT; pi++) {
+		if (pi == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64))
 			continue;
 		for (int out = 0; out < 2; out++) {
 			std::vector<float> y((size_t)(m * n));
 			std::vector<uint16_t> yb((size_t)(m * n));
 			CK(cudaMemset(dy, 0xff, (size_t)(m * n) * 4)); /* poison: NaN */
 			LY(lynn_cuda_nvfp4_gemm_path(&d.v, dx, m, dy, (enum lynn_cuda_out)out,
-						     paths[pi], NULL, &e_));
+						     (enum lynn_cuda_path)pi, NULL, &e_));
 			CK(cudaDeviceSynchronize());
 			errstat st;
 			bool anynan = false;
@@ -290,7 +287,7 @@ static void check_dense(int64_t n, int64_t k, int m, int64_t sample_rows)
 			}
 			st.bad |= anynan;
 			char what[128];
-			snprintf(what, sizeof what, "nvfp4 %s %s n=%lld k=%lld m=%d", pname[pi],
+			snprintf(what, sizeof what, "nvfp4 %s %s n=%lld k=%lld m=%d", PATH_NAME[pi],
 				 out ? "f32" : "bf16", (long long)n, (long long)k, m);
 			verdict(what, st, out ? TOL_F32 : TOL_BF16);
 		}
@@ -339,8 +336,8 @@ static void check_moe(int64_t e, int64_t n, int64_t k, int m, bool shared_x)
 	CK(cudaMalloc(&did, sizeof ids));
 	CK(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
 	CK(cudaMemcpy(did, ids, sizeof ids, cudaMemcpyHostToDevice));
-	for (int pi = 1; pi <= 6; pi++) {
-		if ((pi == 2 || pi == 4) && (n % 64 || k % 64))
+	for (int pi = 1; pi < LYNN_CUDA_PATH_COUNT; pi++) {
+		if (pi == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64))
 			continue;
 		std::vector<float> y((size_t)(nsel * m * n));
 		CK(cudaMemset(dy, 0xff, y.size() * 4));
@@ -356,8 +353,7 @@ static void check_moe(int64_t e, int64_t n, int64_t k, int m, bool shared_x)
 					       ref_dot(w, ids[g], r,
 						       &x[(size_t)(g * xs + i * k)]));
 		char what[128];
-		static const char *pn[7] = { "auto", "gemv", "mma", "gemv1", "mma1", "tc", "tc2" };
-		snprintf(what, sizeof what, "moe %s E=%lld n=%lld k=%lld m=%d x=%s", pn[pi], (long long)e, (long long)n, (long long)k, m,
+		snprintf(what, sizeof what, "moe %s E=%lld n=%lld k=%lld m=%d x=%s", PATH_NAME[pi], (long long)e, (long long)n, (long long)k, m,
 			 shared_x ? "shared" : "per-expert");
 		verdict(what, st, TOL_F32);
 	}
@@ -609,10 +605,10 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 	int ms[4] = { 1, 4, 16, 64 };
 	for (int mi = 0; mi < 4; mi++) {
 		int m = ms[mi];
-		double t[7], tb, tg, tbg;
+		double t[LYNN_CUDA_PATH_COUNT], tb, tg, tbg;
 		const int it = n > 100000 ? 20 : 200;
-		for (int p = 0; p < 7; p++) {
-			if ((p == 2 || p == 4) && (n % 64 || k % 64)) {
+		for (int p = 0; p < LYNN_CUDA_PATH_COUNT; p++) {
+			if (p == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64)) {
 				t[p] = NAN;
 				continue;
 			}
@@ -633,9 +629,9 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, bst, &e_));
 		}, it);
 		double bw = fp4_bytes / (t[0] * 1e-6), bwg = fp4_bytes / (tg * 1e-6);
-		printf("%-10s M=%-3d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f gemv1 %7.1f mma1 %7.1f tc %7.2f tc2 %7.2f) "
+		printf("%-10s M=%-3d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc %7.2f tc2 %7.2f) "
 		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | %.2fx\n",
-		       name, m, t[0], t[1], t[2], t[3], t[4], t[5], t[6], bw / 1e9, 100 * bw / copybw, tb,
+		       name, m, t[0], t[1], t[2], t[3], t[4], bw / 1e9, 100 * bw / copybw, tb,
 		       bf_bytes / (tb * 1e-6) / 1e9, tb / t[0]);
 		printf("%-10s M=%-3d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt "
 		       "%7.2f us (%5.0f GB/s) | %.2fx\n",
@@ -643,12 +639,12 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 		       tbg / tg);
 		fprintf(jout,
 			"{\"bench\":\"%s\",\"n\":%lld,\"k\":%lld,\"m\":%d,\"us_auto\":%.2f,"
-			"\"us_gemv\":%.2f,\"us_mma\":%.2f,\"us_gemv1\":%.2f,\"us_mma1\":%.2f,"
+			"\"us_gemv\":%.2f,\"us_mma\":%.2f,"
 			"\"us_tc\":%.2f,\"us_tc2\":%.2f,\"us_bf16\":%.2f,\"gbps\":%.1f,\"frac_copy\":%.3f,"
 			"\"speedup\":%.3f,\"us_auto_graph\":%.2f,\"us_bf16_graph\":%.2f,"
 			"\"frac_copy_graph\":%.3f,\"speedup_graph\":%.3f}\n",
 			name, (long long)n, (long long)k, m, t[0], t[1], isnan(t[2]) ? -1.0 : t[2], t[3],
-			isnan(t[4]) ? -1.0 : t[4], t[5], t[6], tb,
+			t[4], tb,
 			bw / 1e9, bw / copybw, tb / t[0], tg, tbg, bwg / copybw, tbg / tg);
 		if (m <= 4)
 			for (int kg = 1; kg <= 8; kg *= 2) {
@@ -725,7 +721,7 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		int32_t *did;
 		CK(cudaMalloc(&did, ids.size() * 4));
 		CK(cudaMemcpy(did, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
-		double tp[7], tpg;
+		double tp[LYNN_CUDA_PATH_COUNT], tpg;
 		auto layer = [&](int i, int p) {
 			const int32_t *sel = did + (i % nsets) * u;
 			LY(lynn_cuda_nvfp4_moe_gemm(&gu.v, sel, u, dx, m == 1 ? 0 : (int64_t)t * H, t, dh,
@@ -733,7 +729,7 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 			LY(lynn_cuda_nvfp4_moe_gemm(&dn.v, sel, u, dh, (int64_t)t * I, t, dy,
 						    LYNN_CUDA_OUT_BF16, (enum lynn_cuda_path)p, bst, &e_));
 		};
-		for (int p = 0; p < 7; p++)
+		for (int p = 0; p < LYNN_CUDA_PATH_COUNT; p++)
 			tp[p] = time_us([&](int i) { layer(i, p); }, 100);
 		tpg = time_graph_us([&](int i) { layer(i, 0); }, 100);
 		double tb = time_us([&](int i) {
@@ -750,25 +746,25 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		}, 10);
 		double bytes = (double)u * (gu4 + dn4);
 		double bw = bytes / (tp[0] * 1e-6), bwg = bytes / (tpg * 1e-6);
-		printf("moe M=%-3d U=%-3d t=%d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f gemv1 %7.1f mma1 %7.1f tc %7.2f tc2 %7.2f) "
+		printf("moe M=%-3d U=%-3d t=%d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc %7.2f tc2 %7.2f) "
 		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt per-expert %8.1f us | %.2fx\n",
-		       m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], tp[6], bw / 1e9, 100 * bw / copybw, tb,
+		       m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], bw / 1e9, 100 * bw / copybw, tb,
 		       tb / tp[0]);
 		printf("moe M=%-3d U=%-3d t=%d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy\n",
 		       m, u, t, tpg, bwg / 1e9, 100 * bwg / copybw);
 		fprintf(jout,
 			"{\"bench\":\"moe\",\"m\":%d,\"experts\":%d,\"tokens_per_expert\":%d,"
-			"\"us_auto\":%.2f,\"us_gemv\":%.2f,\"us_mma\":%.2f,\"us_gemv1\":%.2f,"
-			"\"us_mma1\":%.2f,\"us_tc\":%.2f,\"us_tc2\":%.2f,\"us_bf16_loop\":%.2f,\"gbps\":%.1f,"
+			"\"us_auto\":%.2f,\"us_gemv\":%.2f,\"us_mma\":%.2f,"
+			"\"us_tc\":%.2f,\"us_tc2\":%.2f,\"us_bf16_loop\":%.2f,\"gbps\":%.1f,"
 			"\"frac_copy\":%.3f,\"speedup\":%.3f,\"us_auto_graph\":%.2f,"
 			"\"frac_copy_graph\":%.3f}\n",
-			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], tp[6], tb, bw / 1e9, bw / copybw,
+			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tb, bw / 1e9, bw / copybw,
 			tb / tp[0], tpg, bwg / copybw);
 		if (m == 1)
 			for (int kg = 1; kg <= 8; kg *= 2) {
 				lynn_cuda_nvfp4_tc_tune(kg);
-				double a = time_us([&](int i) { layer(i, 6); }, 100);
-				double b = time_graph_us([&](int i) { layer(i, 6); }, 100);
+				double a = time_us([&](int i) { layer(i, LYNN_CUDA_PATH_TC2); }, 100);
+				double b = time_graph_us([&](int i) { layer(i, LYNN_CUDA_PATH_TC2); }, 100);
 				printf("  sweep moe M=1 tc2 kgroups=%d: b2b %.2f us (%3.0f%%) graph %.2f us (%3.0f%%)\n",
 				       kg, a, 100 * bytes / (a * 1e-6) / copybw, b,
 				       100 * bytes / (b * 1e-6) / copybw);
