@@ -239,20 +239,32 @@ struct cp_ent {
 	uint32_t sym;
 };
 
-static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t cap,
-			uint32_t *used, size_t *nused, uint32_t *out)
+/* With bnd not NULL, also the word boundaries of str.split(): bnd gets the
+ * output index at every change between whitespace and not (starts and ends
+ * alternate, a start first), *nb their count, always even on return. */
+static inline __attribute__((always_inline)) size_t
+char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t cap, uint32_t *used,
+	  size_t *nused, uint32_t *out, uint32_t *bnd, size_t *nb)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	unsigned shift = 32 - (unsigned)__builtin_ctzll((unsigned long long)cap);
-	size_t i = 0, n = 0;
+	size_t i = 0, n = 0, b = 0;
+	unsigned prev_ws = 1;
 	while (i < len) {
 		uint32_t c = u[i];
 		size_t pos;
+		unsigned ws;
 		if (c < 0x80) {
 			i++;
 			out[n] = c;
 			/* ASCII whitespace (9..13, 28..32) by bit mask, no branch */
-			n += keep_ws | !((c < 64) & (unsigned)(0x1F0003E00ULL >> (c & 63)));
+			ws = (c < 64) & (unsigned)(0x1F0003E00ULL >> (c & 63));
+			if (bnd) {
+				bnd[b] = (uint32_t)n;
+				b += ws ^ prev_ws;
+				prev_ws = ws;
+			}
+			n += keep_ws | !ws;
 			continue;
 		}
 		if (c >= 0xC2 && c <= 0xDF && i + 1 < len && (u[i + 1] & 0xC0) == 0x80) {
@@ -267,7 +279,14 @@ static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *
 		} else {
 			c = utf8_next(u, len, &i);
 		}
-		if (!keep_ws && py_isspace_nonascii(c))
+		/* the only non-ASCII whitespace is in U+0085..U+3000 */
+		ws = c <= 0x3000 && py_isspace_nonascii(c);
+		if (bnd) {
+			bnd[b] = (uint32_t)n;
+			b += ws ^ prev_ws;
+			prev_ws = ws;
+		}
+		if (!keep_ws && ws)
 			continue;
 		pos = (uint32_t)(c * 0x9E3779B1u) >> shift;
 		while ((tab[pos].cp != c) & (tab[pos].cp != 0))
@@ -278,6 +297,11 @@ static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *
 			used[(*nused)++] = (uint32_t)pos;
 		}
 		out[n++] = tab[pos].sym;
+	}
+	if (bnd) {
+		bnd[b] = (uint32_t)n;
+		b += !prev_ws;
+		*nb = b;
 	}
 	return n;
 }
@@ -290,37 +314,31 @@ static bool is_punct(uint32_t c)
 	return c < 64 ? (lo >> c) & 1 : c < 128 ? (hi >> (c - 64)) & 1 : false;
 }
 
-/* sacreBLEU _remove_punctuation: spans of the words of cps[0..n). */
-static size_t split_words(const uint32_t *cps, size_t base, size_t n, uint32_t *off,
-			  uint32_t *len)
+/* sacreBLEU _remove_punctuation on the words [bnd[2k], bnd[2k+1]) of the
+ * symbols syms[0..) (ASCII symbols are their code points; the others are
+ * never punctuation): spans relative to syms + base. */
+static size_t split_words(const uint32_t *syms, size_t base, const uint32_t *bnd, size_t nb,
+			  uint32_t *off, uint32_t *len)
 {
-	size_t nw = 0, i = 0;
-	while (i < n) {
-		size_t s, e;
-		while (i < n && py_isspace(cps[base + i]))
-			i++;
-		if (i >= n)
-			break;
-		s = i;
-		while (i < n && !py_isspace(cps[base + i]))
-			i++;
-		e = i;
+	size_t nw = 0;
+	for (size_t k = 0; k < nb; k += 2) {
+		uint32_t s = bnd[k], e = bnd[k + 1];
 		if (e - s == 1) {
-			off[nw] = (uint32_t)(base + s);
+			off[nw] = (uint32_t)base + s;
 			len[nw++] = 1;
-		} else if (is_punct(cps[base + e - 1])) {
-			off[nw] = (uint32_t)(base + s);
-			len[nw++] = (uint32_t)(e - s - 1);
-			off[nw] = (uint32_t)(base + e - 1);
+		} else if (is_punct(syms[e - 1])) {
+			off[nw] = (uint32_t)base + s;
+			len[nw++] = e - s - 1;
+			off[nw] = (uint32_t)base + e - 1;
 			len[nw++] = 1;
-		} else if (is_punct(cps[base + s])) {
-			off[nw] = (uint32_t)(base + s);
+		} else if (is_punct(syms[s])) {
+			off[nw] = (uint32_t)base + s;
 			len[nw++] = 1;
-			off[nw] = (uint32_t)(base + s + 1);
-			len[nw++] = (uint32_t)(e - s - 1);
+			off[nw] = (uint32_t)base + s + 1;
+			len[nw++] = e - s - 1;
 		} else {
-			off[nw] = (uint32_t)(base + s);
-			len[nw++] = (uint32_t)(e - s);
+			off[nw] = (uint32_t)base + s;
+			len[nw++] = e - s;
 		}
 	}
 	return nw;
@@ -352,35 +370,9 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 	out->n_orders = o->char_order + o->word_order;
 	rc = -LYNN_ENOMEM;
 
-	if (o->word_order > 0) {
-		uint32_t *all, *off, *len, *ids;
-		size_t ntot, nwh, nwr, nd;
-		/* hyp then ref code points, whitespace kept (words need it) */
-		all = score_buf(ctx, SLOT_CP_A, (hyp_len + ref_len + 1) * sizeof *all, err);
-		if (!all)
-			goto out;
-		nh = utf8_decode(hyp, hyp_len, all);
-		nr = utf8_decode(ref, ref_len, all + nh);
-		ntot = nh + nr;
-		off = score_buf(ctx, SLOT_IDS_A, 3 * (ntot + 1) * sizeof *off, err);
-		if (!off)
-			goto out;
-		len = off + ntot + 1;
-		ids = len + ntot + 1;
-		nwh = split_words(all, 0, nh, off, len);
-		nwr = split_words(all, nh, nr, off + nwh, len + nwh);
-		if ((rc = score_intern(ctx, SLOT_TABLE, all, off, len, nwh + nwr, ids, &nd, err)))
-			goto out;
-		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
-				 out->v + 3 * o->char_order, err);
-		if (rc)
-			goto out;
-		rc = -LYNN_ENOMEM;
-	}
-
-	/* symbols: hyp at ch, ref at cr, both at most one per byte */
-	ch = score_buf(ctx, SLOT_CP_C, (hyp_len + 1) * sizeof *ch, err);
-	cr = score_buf(ctx, SLOT_CP_D, (ref_len + 1) * sizeof *cr, err);
+	/* symbols: hyp at ch, ref at cr = ch + hyp_len + 1, at most one per byte */
+	ch = score_buf(ctx, SLOT_CP_C, (hyp_len + ref_len + 2) * sizeof *ch, err);
+	cr = ch ? ch + hyp_len + 1 : NULL;
 	used = score_buf(ctx, SLOT_CP_B, (hyp_len + ref_len + 1) * sizeof *used, err);
 	/* distinct non-ASCII symbols: U+FFFD plus code points of ≥ 2 bytes each,
 	 * and no more than Unicode has; the table stays at most half full */
@@ -395,13 +387,39 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 			most = 0x110001;
 		cap = pow2_at_least(2 * most + 2);
 	}
-	tab = ch && cr && used ? clean_buf(ctx, SLOT_CHRF_CP, cap * sizeof *tab, err) : NULL;
+	tab = ch && used ? clean_buf(ctx, SLOT_CHRF_CP, cap * sizeof *tab, err) : NULL;
 	if (!tab)
 		goto out;
-	nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch);
-	nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr);
-	for (size_t k = 0; k < nused; k++)
-		tab[used[k]].cp = 0;
+	if (o->word_order > 0) {
+		/* words are runs of symbols: split and intern them from the
+		 * symbols (one code point each, so equal words ⇔ equal spans) */
+		uint32_t *bh, *br, *off, *len, *ids;
+		size_t nbh, nbr, nwh, nwr, nd, tot = hyp_len + ref_len + 2;
+		bh = score_buf(ctx, SLOT_CP_D, (tot + 2) * sizeof *bh, err);
+		off = score_buf(ctx, SLOT_IDS_A, 3 * (tot + 1) * sizeof *off, err);
+		if (!bh || !off)
+			goto out;
+		br = bh + hyp_len + 1;
+		len = off + tot + 1;
+		ids = len + tot + 1;
+		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, bh, &nbh);
+		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, br, &nbr);
+		for (size_t k = 0; k < nused; k++)
+			tab[used[k]].cp = 0;
+		nwh = split_words(ch, 0, bh, nbh, off, len);
+		nwr = split_words(cr, hyp_len + 1, br, nbr, off + nwh, len + nwh);
+		if ((rc = score_intern(ctx, SLOT_TABLE, ch, off, len, nwh + nwr, ids, &nd, err)))
+			goto out;
+		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
+				 out->v + 3 * o->char_order, err);
+		if (rc)
+			goto out;
+	} else {
+		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL);
+		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL);
+		for (size_t k = 0; k < nused; k++)
+			tab[used[k]].cp = 0;
+	}
 	rc = ngram_stats(ctx, ch, nh, cr, nr, 128 + nused, o->char_order, out->v, err);
 out:
 	score_ctx_done(ctx, &tmp);
