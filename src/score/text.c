@@ -96,25 +96,34 @@ int score_intern(struct lynn_score_ctx *ctx, enum score_slot slot, const uint32_
 		return -LYNN_ENOMEM;
 	memset(t, 0xFF, cap * sizeof *t);
 	for (size_t k = 0; k < n; k++) {
+		/* rotate-xor over the span (one short dependency chain per
+		 * item), mixed once: ids are in order of first appearance, so
+		 * the hash affects the speed only */
 		uint64_t h = 0x9E3779B97F4A7C15ULL ^ wlen[k];
 		const uint32_t *w = cps + off[k];
+		uint32_t l = wlen[k];
 		size_t pos;
-		for (uint32_t q = 0; q < wlen[k]; q++)
-			h = (h ^ w[q]) * 0x100000001B3ULL;
+		for (uint32_t q = 0; q < l; q++)
+			h = (h << 21 | h >> 43) ^ w[q];
 		h = mix64(h);
 		pos = (size_t)h & mask;
 		for (;;) {
-			if (t[pos].first == UINT32_MAX) {
+			uint32_t f = t[pos].first, q = 0;
+			if (f == UINT32_MAX) {
 				t[pos].h = h;
 				t[pos].first = (uint32_t)k;
 				t[pos].id = (uint32_t)nd;
 				ids[k] = (uint32_t)nd++;
 				break;
 			}
-			if (t[pos].h == h && wlen[t[pos].first] == wlen[k] &&
-			    !memcmp(cps + off[t[pos].first], w, wlen[k] * sizeof *w)) {
-				ids[k] = t[pos].id;
-				break;
+			if (t[pos].h == h && wlen[f] == l) {
+				const uint32_t *v = cps + off[f];
+				while (q < l && v[q] == w[q])
+					q++;
+				if (q == l) {
+					ids[k] = t[pos].id;
+					break;
+				}
 			}
 			pos = (pos + 1) & mask;
 		}
