@@ -73,7 +73,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj;
 	struct ngram_ent *t;
 	size_t ncls, tcap, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
-	int64_t match = 0;
+	int64_t match = 0, settled = 0, diff[LYNN_CHRF_MAX_CHAR_ORDER + 2] = {0};
 
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
 	if (nr == 0)
@@ -128,7 +128,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	for (int n = 2; n <= max_order; n++) {
 		size_t cr_n = nr >= (size_t)n ? nr - (size_t)n + 1 : 0;
 		size_t ch_n = nh >= (size_t)n ? nh - (size_t)n + 1 : 0;
-		size_t nmade = 0, w, cap, mask;
+		size_t nmade = 0, w = 0, cap, mask;
 		uint32_t nk = 0, dummy;
 		unsigned shift;
 
@@ -136,18 +136,24 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			break; /* this and higher orders: reference empty → (0, 0, 0) */
 		v[3 * (n - 1)] = (int64_t)ch_n;
 		v[3 * (n - 1) + 1] = (int64_t)cr_n;
-		/* settled pairs: one match while their items keep agreeing */
-		w = 0;
+		/* pairs settled at order n - 1: they agree on n - 1 items and gain
+		 * one match per order while the items keep agreeing; their last
+		 * order L is found at once (diff[n] += 1, diff[L + 1] -= 1) */
 		for (size_t q = 0; q < np; q++) {
-			size_t a = pi[q] + (size_t)n - 1, b = pj[q] + (size_t)n - 1;
-			size_t in = (size_t)(a < nh) & (size_t)(b < nr), m = 0 - in;
-			size_t ok = in & (hyp[a & m] == ref[b & m]); /* out of range: reads [0] */
-			pi[w] = pi[q];
-			pj[w] = pj[q];
-			w += ok;
+			size_t a = pi[q], b = pj[q], m = (size_t)n - 1;
+			size_t lim = (size_t)max_order;
+			if (lim > nh - a)
+				lim = nh - a;
+			if (lim > nr - b)
+				lim = nr - b;
+			while (m < lim && hyp[a + m] == ref[b + m])
+				m++;
+			diff[n]++;
+			diff[m + 1]--;
 		}
-		np = w;
-		v[3 * (n - 1) + 2] = (int64_t)np;
+		np = 0;
+		settled += diff[n];
+		v[3 * (n - 1) + 2] = settled;
 		/* positions are ascending: the ones past the end drop off the tail */
 		while (nar && posr[nar - 1] >= cr_n)
 			nar--;
@@ -344,6 +350,21 @@ static size_t split_words(const uint32_t *syms, size_t base, const uint32_t *bnd
 	return nw;
 }
 
+/* Bytes ≥ 0x80 in s[0..n), eight at a time. */
+static size_t count_high(const char *s, size_t n)
+{
+	size_t k = 0, c = 0;
+	for (; k + 8 <= n; k += 8) {
+		uint64_t w;
+		memcpy(&w, s + k, 8);
+		/* one bit per byte, summed into the top byte (≤ 8) */
+		c += (size_t)((((w >> 7) & 0x0101010101010101ULL) * 0x0101010101010101ULL) >> 56);
+	}
+	for (; k < n; k++)
+		c += (unsigned char)s[k] >= 0x80;
+	return c;
+}
+
 static int check_opts(const struct lynn_chrf_opts *o, struct lynn_err *err)
 {
 	if (o->char_order < 1 || o->char_order > LYNN_CHRF_MAX_CHAR_ORDER ||
@@ -377,11 +398,7 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 	/* distinct non-ASCII symbols: U+FFFD plus code points of ≥ 2 bytes each,
 	 * and no more than Unicode has; the table stays at most half full */
 	{
-		size_t high = 0, most;
-		for (size_t k = 0; k < hyp_len; k++)
-			high += (unsigned char)hyp[k] >= 0x80;
-		for (size_t k = 0; k < ref_len; k++)
-			high += (unsigned char)ref[k] >= 0x80;
+		size_t high = count_high(hyp, hyp_len) + count_high(ref, ref_len), most;
 		most = high / 2 + 1;
 		if (most > 0x110001)
 			most = 0x110001;
