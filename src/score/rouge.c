@@ -40,12 +40,46 @@ static const unsigned char word_ascii[256] = {
  * index after it in *ni. */
 static inline uint32_t cp_at(const unsigned char *s, size_t n, size_t i, size_t *ni)
 {
+	uint32_t c = s[i];
+	if (c < 0x80) {
+		*ni = i + 1;
+		return c;
+	}
+	if (c >= 0xC2 && c <= 0xDF && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
+		*ni = i + 2;
+		return (c & 0x1F) << 6 | (s[i + 1] & 0x3Fu);
+	}
+	if (c >= 0xE1 && c <= 0xEF && c != 0xED && i + 2 < n && (s[i + 1] & 0xC0) == 0x80 &&
+	    (s[i + 2] & 0xC0) == 0x80) {
+		/* well-formed 3-byte form (E0 and ED: left to utf8_next) */
+		*ni = i + 3;
+		return (c & 0x0F) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
+	}
+	*ni = i;
+	return utf8_next(s, n, ni);
+}
+
+/* ASCII-only mode: ASCII as cp_at; at a byte ≥ 0x80, the only non-ASCII word characters
+ * are U+0130 (C4 B0) and U+212A (E2 84 AA), and a lead byte is never part
+ * of another sequence, so any other byte is skipped alone (it separates
+ * tokens as the U+FFFD or code point utf8_next would make of it does).
+ * Returns the code point (0x130, 0x212A or 0xFFFD) and the next index. */
+static inline uint32_t cp_at_ascii(const unsigned char *s, size_t n, size_t i, size_t *ni)
+{
 	if (s[i] < 0x80) {
 		*ni = i + 1;
 		return s[i];
 	}
-	*ni = i;
-	return utf8_next(s, n, ni);
+	if (s[i] == 0xC4 && i + 1 < n && s[i + 1] == 0xB0) {
+		*ni = i + 2;
+		return 0x130;
+	}
+	if (s[i] == 0xE2 && i + 2 < n && s[i + 1] == 0x84 && s[i + 2] == 0xAA) {
+		*ni = i + 3;
+		return 0x212A;
+	}
+	*ni = i + 1;
+	return 0xFFFD;
 }
 
 /* Word character (lowercased) of code point c, or 0; *dot set when c is
@@ -63,7 +97,14 @@ static inline uint32_t word_char(uint32_t c, bool ascii_only, bool *dot)
 }
 
 #define TOK_H0 0x9E3779B97F4A7C15ULL
-#define TOK_HMUL 0x100000001B3ULL
+
+/* One character into a token's hash: rotate and xor (a short dependency
+ * chain), mixed at the end; ids are dense in order of first appearance
+ * and the text is compared on a hash match, so the hash affects speed only. */
+static inline uint64_t tok_hash_add(uint64_t h, uint32_t w)
+{
+	return (h << 7 | h >> 57) ^ w;
+}
 
 /* Hash of a token's text (code points w[0..n)), as tokenize computes it. */
 static inline uint64_t tok_hash_end(uint64_t h, size_t n)
@@ -86,26 +127,26 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 			i++;
 			continue;
 		}
-		c = cp_at(s, n, i, &ni);
+		c = ascii_only ? cp_at_ascii(s, n, i, &ni) : cp_at(s, n, i, &ni);
 		w = word_char(c, ascii_only, &dot);
 		if (w) {
 			size_t st0 = *nt, k = st0;
 			uint64_t h = TOK_H0;
 			for (;;) {
 				tok[k++] = w;
-				h = (h ^ w) * TOK_HMUL;
+				h = tok_hash_add(h, w);
 				i = ni;
 				if (dot)
 					break;
 				/* the ASCII run of the token */
 				while (i < n && (w = word_ascii[s[i]])) {
 					tok[k++] = w;
-					h = (h ^ w) * TOK_HMUL;
+					h = tok_hash_add(h, w);
 					i++;
 				}
 				if (i >= n || s[i] < 0x80)
 					break;
-				c = cp_at(s, n, i, &ni);
+				c = ascii_only ? cp_at_ascii(s, n, i, &ni) : cp_at(s, n, i, &ni);
 				if (!(w = word_char(c, ascii_only, &dot)))
 					break;
 			}
@@ -121,7 +162,7 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 					h = TOK_H0;
 					for (int q = 0; q < sl; q++) {
 						tok[st0 + (size_t)q] = (unsigned char)st[q];
-						h = (h ^ (unsigned char)st[q]) * TOK_HMUL;
+						h = tok_hash_add(h, (unsigned char)st[q]);
 					}
 					*nt = st0 + (size_t)sl;
 				}
@@ -136,7 +177,7 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 		}
 		if (!ascii_only && c >= 0x80 && uc_is_letter(c) && !uc_is_latin(c)) {
 			if (hs)
-				hs[ntok] = tok_hash_end((TOK_H0 ^ c) * TOK_HMUL, 1);
+				hs[ntok] = tok_hash_end(tok_hash_add(TOK_H0, c), 1);
 			off[ntok] = (uint32_t)*nt;
 			len[ntok++] = 1;
 			tok[(*nt)++] = c;
