@@ -187,6 +187,96 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 	return ntok;
 }
 
+/*
+ * The tokenizer above as a state machine without a branch per token (the
+ * token ends of prose are unpredictable), for callers without stemming:
+ * every byte stores its word character (0 for a separator) to tok and
+ * advances only for a word character; a word character after a separator
+ * starts a token; the running hash restarts from 0 after a separator. Only
+ * bytes ≥ 0x80 branch off (tok_slow). Token t starts at off[t] (off[ntok]
+ * is the end of the last one: len[t] = off[t+1] - off[t]); its unmixed
+ * hash is hraw[t+1] (a separator writes the next, unused slot).
+ */
+struct tok_flat {
+	uint32_t *tok, *off;
+	uint64_t *hraw, h, prev; /* prev: 1 after a word character */
+	size_t k, ntok;
+};
+
+static inline __attribute__((always_inline)) void tok_step(uint32_t w, uint64_t end, uint32_t *tok,
+							    uint32_t *off, uint64_t *hraw,
+							    uint64_t *h, uint64_t *prev,
+							    size_t *k, size_t *ntok)
+{
+	uint64_t iw = w != 0;
+	off[*ntok] = (uint32_t)*k;
+	*ntok += iw & (*prev ^ 1);
+	*h = tok_hash_add(*h & (0 - *prev), w);
+	hraw[*ntok + 1 - iw] = *h;
+	tok[*k] = w;
+	*k += iw;
+	*prev = iw & (end ^ 1);
+}
+
+/* One code point from byte i ≥ 0x80; returns the index after it. */
+static __attribute__((noinline)) size_t tok_slow(const unsigned char *s, size_t n, size_t i,
+						  bool ascii_only, struct tok_flat *f)
+{
+	size_t ni;
+	uint32_t c;
+	if (ascii_only) {
+		/* "İ".lower() is "i" + U+0307: the dot ends the token */
+		c = cp_at_ascii(s, n, i, &ni);
+		tok_step(c == 0x130 ? 'i' : c == 0x212A ? 'k' : 0, c == 0x130, f->tok, f->off,
+			 f->hraw, &f->h, &f->prev, &f->k, &f->ntok);
+	} else {
+		c = cp_at(s, n, i, &ni);
+		if (uc_is_letter(c) && !uc_is_latin(c)) {
+			f->prev = 0; /* a token of its own */
+			tok_step(c, 1, f->tok, f->off, f->hraw, &f->h, &f->prev, &f->k, &f->ntok);
+		} else {
+			tok_step(0, 0, f->tok, f->off, f->hraw, &f->h, &f->prev, &f->k, &f->ntok);
+		}
+	}
+	return ni;
+}
+
+static size_t tokenize_flat(const unsigned char *s, size_t n, bool ascii_only, uint32_t *tok,
+			    size_t *nt, uint32_t *off, uint64_t *hraw)
+{
+	uint64_t h = 0, prev = 0;
+	size_t k = *nt, ntok = 0, i = 0;
+	while (i < n) {
+		unsigned b = s[i];
+		/* ASCII-only: bytes ≥ 0x80 separate (word_ascii is 0) except the
+		 * leads of U+0130 and U+212A */
+		if (b < 0x80 || (ascii_only && b != 0xC4 && b != 0xE2)) {
+			tok_step(word_ascii[b], 0, tok, off, hraw, &h, &prev, &k, &ntok);
+			i++;
+		} else {
+			struct tok_flat f = { tok, off, hraw, h, prev, k, ntok };
+			i = tok_slow(s, n, i, ascii_only, &f);
+			h = f.h;
+			prev = f.prev;
+			k = f.k;
+			ntok = f.ntok;
+		}
+	}
+	off[ntok] = (uint32_t)k;
+	*nt = k;
+	return ntok;
+}
+
+/* Lengths and mixed hashes of tokenize_flat's n tokens (hs[t] from the raw
+ * hs[t + 1], in place). */
+static void tokens_finish(const uint32_t *off, uint32_t *len, uint64_t *hs, size_t n)
+{
+	for (size_t t = 0; t < n; t++) {
+		len[t] = off[t + 1] - off[t];
+		hs[t] = tok_hash_end(hs[t + 1], len[t]);
+	}
+}
+
 /* Dense ids 0..*n_distinct-1 for the n tokens (text tok + off[k], length
  * len[k], hash hs[k]) written to ids. Table entries are 8 bytes: the high
  * half of the hash and the index of the first token with it. */
@@ -345,9 +435,20 @@ int lynn_rouge_l(struct lynn_score_ctx *ctx_in, const char *hyp, size_t hyp_len,
 		goto out;
 	len = off + tot + 1;
 	ids = len + tot + 1;
-	nth = tokenize((const unsigned char *)hyp, hyp_len, flags, tok, &nt, off, len, hs);
-	ntr = tokenize((const unsigned char *)ref, ref_len, flags, tok, &nt, off + nth,
-		       len + nth, hs + nth);
+	if (flags & LYNN_ROUGE_F_STEM) {
+		nth = tokenize((const unsigned char *)hyp, hyp_len, flags, tok, &nt, off, len, hs);
+		ntr = tokenize((const unsigned char *)ref, ref_len, flags, tok, &nt, off + nth,
+			       len + nth, hs + nth);
+	} else {
+		bool ascii_only = flags & LYNN_ROUGE_F_ASCII_ONLY;
+		/* hyp's lengths before ref's first offset overwrites off[nth] */
+		nth = tokenize_flat((const unsigned char *)hyp, hyp_len, ascii_only, tok, &nt, off,
+				    hs);
+		tokens_finish(off, len, hs, nth);
+		ntr = tokenize_flat((const unsigned char *)ref, ref_len, ascii_only, tok, &nt,
+				    off + nth, hs + nth);
+		tokens_finish(off + nth, len + nth, hs + nth, ntr);
+	}
 	rc = 0;
 	if (nth == 0 || ntr == 0)
 		goto out;
