@@ -63,6 +63,71 @@ static void *clean_buf(struct lynn_score_ctx *ctx, enum score_slot slot, size_t 
 	return p;
 }
 
+/* The probe loops run while the slot holds neither the key nor 0. Keys are
+ * below 2^63 (classes < 2^31, checked by the caller), so x - 1 has its top
+ * bit set exactly when x is 0: one test, no branch on which case ended it. */
+static inline bool probe_on(uint64_t x, uint64_t key)
+{
+	return (int64_t)((x - 1) | ((x ^ key) - 1)) >= 0;
+}
+
+/* Order n on the reference side: the class of each alive position's n-gram
+ * (prev class id[k], item sym[pos[k]], sym = ref + n - 1), created in
+ * order of first appearance; counts in cnt (zero on entry). Returns the
+ * number of slots filled, listed in made. */
+static size_t probe_ref(struct ngram_ent *t, size_t mask, unsigned shift, const uint32_t *sym,
+			const uint32_t *pos, uint32_t *id, size_t na, uint32_t *cnt, uint32_t *made)
+{
+	size_t nmade = 0;
+	for (size_t k = 0; k < na; k++) {
+		uint64_t key = ((uint64_t)id[k] + 1) << 32 | sym[pos[k]];
+		size_t p = (size_t)((key * HASH_MUL) >> shift);
+		uint64_t x = t[p].key;
+		uint32_t fresh, c;
+		while (probe_on(x, key)) {
+			p = (p + 1) & mask;
+			x = t[p].key;
+		}
+		fresh = x == 0;
+		c = t[p].cls;
+		c ^= (c ^ (uint32_t)nmade) & (0u - fresh); /* no branch: fresh is unpredictable */
+		t[p].key = key;
+		t[p].cls = c;
+		made[nmade] = (uint32_t)p;
+		nmade += fresh;
+		cnt[c]++;
+		id[k] = c;
+	}
+	return nmade;
+}
+
+/* The hypothesis side: classes looked up (a miss goes to the sink class
+ * `sink`), clipped matches returned; hyp counts in cnth (zero on entry),
+ * the last position of each class in last. */
+static int64_t probe_hyp(const struct ngram_ent *t, size_t mask, unsigned shift, const uint32_t *sym,
+			 const uint32_t *pos, uint32_t *id, size_t na, const uint32_t *cntr,
+			 uint32_t *cnth, uint32_t *last, uint32_t sink)
+{
+	int64_t match = 0;
+	for (size_t k = 0; k < na; k++) {
+		uint64_t key = ((uint64_t)id[k] + 1) << 32 | sym[pos[k]];
+		size_t p = (size_t)((key * HASH_MUL) >> shift);
+		uint64_t x = t[p].key;
+		uint32_t c;
+		while (probe_on(x, key)) {
+			p = (p + 1) & mask;
+			x = t[p].key;
+		}
+		c = t[p].cls;
+		c ^= (c ^ sink) & (0u - (uint32_t)(x == 0));
+		match += cnth[c] < cntr[c];
+		cnth[c]++;
+		last[c] = pos[k];
+		id[k] = c;
+	}
+	return match;
+}
+
 /* v[3(n-1)..] = (hyp n-grams, ref n-grams, clipped matches) for n = 1..max_order
  * over symbol sequences hyp[0..nh) and ref[0..nr), symbols < nsym. */
 static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t nh,
@@ -78,6 +143,9 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
 	if (nr == 0)
 		return 0; /* no reference n-gram of any order: all counts 0 */
+	if (nr >= 0x7FFFFFFF || nh >= 0x7FFFFFFF)
+		return lynn_errf(err, -LYNN_EINVAL, "chrf: input of %zu items too long (2^31 at most)",
+				 nr > nh ? nr : nh);
 	ncls = (nsym > nr ? nsym : nr) + 2;
 	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh, err);
 	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr, err);
@@ -110,26 +178,26 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	v[1] = (int64_t)nr;
 	v[2] = match;
 	for (size_t j = 0; j < nr; j++) {
-		uint32_t c = ref[j], h = chc[c], r = cr[c];
+		uint32_t c = ref[j];
+		uint64_t hr = (uint64_t)chc[c] * cr[c];
 		posr[nar] = (uint32_t)j;
 		idr[nar] = c;
-		nar += (h != 0) & (h + r != 2);
+		nar += hr > 1;
 		pi[np] = hpos[c];
 		pj[np] = (uint32_t)j;
-		np += (h == 1) & (r == 1);
+		np += hr == 1;
 	}
 	for (size_t i = 0; i < nh; i++) {
-		uint32_t c = hyp[i], r = cr[c];
+		uint32_t c = hyp[i];
 		posh[nah] = (uint32_t)i;
 		idh[nah] = c;
-		nah += (r != 0) & (r + chc[c] != 2);
+		nah += (uint64_t)chc[c] * cr[c] > 1;
 	}
 
 	for (int n = 2; n <= max_order; n++) {
 		size_t cr_n = nr >= (size_t)n ? nr - (size_t)n + 1 : 0;
 		size_t ch_n = nh >= (size_t)n ? nh - (size_t)n + 1 : 0;
-		size_t nmade = 0, w = 0, cap, mask;
-		uint32_t nk = 0, dummy;
+		size_t nmade, w = 0, cap, mask;
 		unsigned shift;
 
 		if (cr_n == 0)
@@ -140,14 +208,17 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		 * one match per order while the items keep agreeing; their last
 		 * order L is found at once (diff[n] += 1, diff[L + 1] -= 1) */
 		for (size_t q = 0; q < np; q++) {
-			size_t a = pi[q], b = pj[q], m = (size_t)n - 1;
+			/* a fixed number of steps (the end of the agreement is
+			 * unpredictable): reads past lim are clamped and ignored */
+			size_t a = pi[q], b = pj[q], m = (size_t)n - 1, on = 1;
 			size_t lim = (size_t)max_order;
-			if (lim > nh - a)
-				lim = nh - a;
-			if (lim > nr - b)
-				lim = nr - b;
-			while (m < lim && hyp[a + m] == ref[b + m])
-				m++;
+			lim = lim < nh - a ? lim : nh - a;
+			lim = lim < nr - b ? lim : nr - b;
+			for (size_t j = (size_t)n - 1; j < (size_t)max_order; j++) {
+				size_t in = j < lim, jj = in ? j : (size_t)n - 2;
+				on &= in & (hyp[a + jj] == ref[b + jj]);
+				m += on;
+			}
 			diff[n]++;
 			diff[m + 1]--;
 		}
@@ -166,67 +237,33 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			cap = tcap;
 		mask = cap - 1;
 		shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)cap);
-		dummy = (uint32_t)nar; /* classes are < nar: a sink for misses */
 		memset(cr, 0, (nar + 1) * sizeof *cr);
 		memset(chc, 0, (nar + 1) * sizeof *chc);
-		for (size_t k = 0; k < nar; k++) {
-			uint64_t key = ((uint64_t)idr[k] + 1) << 32 | ref[posr[k] + (size_t)n - 1];
-			size_t pos = (size_t)((key * HASH_MUL) >> shift);
-			uint64_t x = t[pos].key;
-			uint32_t fresh, c;
-			while (nz64(x ^ key) & nz64(x)) {
-				pos = (pos + 1) & mask;
-				x = t[pos].key;
-			}
-			fresh = (uint32_t)(nz64(x) ^ 1);
-			c = t[pos].cls;
-			c ^= (c ^ nk) & (0u - fresh);
-			t[pos].key = key;
-			t[pos].cls = c;
-			made[nmade] = (uint32_t)pos;
-			nmade += fresh;
-			nk += fresh;
-			cr[c]++;
-			idr[k] = c;
-		}
-		match = 0;
-		for (size_t k = 0; k < nah; k++) {
-			uint64_t key = ((uint64_t)idh[k] + 1) << 32 | hyp[posh[k] + (size_t)n - 1];
-			size_t pos = (size_t)((key * HASH_MUL) >> shift);
-			uint64_t x = t[pos].key;
-			uint32_t c;
-			while (nz64(x ^ key) & nz64(x)) {
-				pos = (pos + 1) & mask;
-				x = t[pos].key;
-			}
-			c = t[pos].cls;
-			c ^= (c ^ dummy) & (0u - (uint32_t)(nz64(x) ^ 1));
-			match += chc[c] < cr[c];
-			chc[c]++;
-			hpos[c] = posh[k];
-			idh[k] = c;
-		}
+		nmade = probe_ref(t, mask, shift, ref + n - 1, posr, idr, nar, cr, made);
+		match = probe_hyp(t, mask, shift, hyp + n - 1, posh, idh, nah, cr, chc, hpos,
+				  (uint32_t)nar);
 		v[3 * (n - 1) + 2] += match;
 		/* class numbers depend on the order's keys: empty the slots */
 		for (size_t k = 0; k < nmade; k++)
 			t[made[k]].key = 0;
 		w = 0;
 		for (size_t k = 0; k < nar; k++) {
-			uint32_t c = idr[k], h = chc[c], r = cr[c];
+			uint32_t c = idr[k];
+			uint64_t hr = (uint64_t)chc[c] * cr[c];
 			posr[w] = posr[k];
 			idr[w] = c;
-			w += (h != 0) & (h + r != 2);
+			w += hr > 1;
 			pi[np] = hpos[c];
 			pj[np] = posr[k];
-			np += (h == 1) & (r == 1);
+			np += hr == 1;
 		}
 		nar = w;
 		w = 0;
 		for (size_t k = 0; k < nah; k++) {
-			uint32_t c = idh[k], r = cr[c];
+			uint32_t c = idh[k];
 			posh[w] = posh[k];
 			idh[w] = c;
-			w += (r != 0) & (r + chc[c] != 2);
+			w += (uint64_t)chc[c] * cr[c] > 1;
 		}
 		nah = w;
 	}
