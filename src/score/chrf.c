@@ -128,6 +128,44 @@ static int64_t probe_hyp(const struct ngram_ent *t, size_t mask, unsigned shift,
 	return match;
 }
 
+/* Bigram tables are direct-indexed (a * nsym + b) up to this many symbols. */
+#define DIRECT_SYMS 256
+
+/* Orders 1 and 2 (nr ≥ 2, nsym ≤ DIRECT_SYMS) into v[0..6): counts per
+ * symbol in cr1/ch1 (cleared here), per bigram in cr2/ch2 (zero on entry;
+ * the caller empties them), the last hyp position of each bigram in last. */
+static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t nr, size_t nsym,
+		    uint32_t *cr1, uint32_t *ch1, uint32_t *cr2, uint32_t *ch2, uint32_t *last,
+		    int64_t *v)
+{
+	int64_t m1 = 0, m2 = 0;
+	uint32_t s = (uint32_t)nsym;
+	memset(cr1, 0, nsym * sizeof *cr1);
+	memset(ch1, 0, nsym * sizeof *ch1);
+	for (size_t j = 0; j + 1 < nr; j++) {
+		uint32_t c = ref[j];
+		cr1[c]++;
+		cr2[c * s + ref[j + 1]]++;
+	}
+	cr1[ref[nr - 1]]++;
+	for (size_t i = 0; i + 1 < nh; i++) {
+		uint32_t c = hyp[i], b = c * s + hyp[i + 1];
+		m1 += ch1[c] < cr1[c];
+		ch1[c]++;
+		m2 += ch2[b] < cr2[b];
+		ch2[b]++;
+		last[b] = (uint32_t)i;
+	}
+	if (nh)
+		m1 += ch1[hyp[nh - 1]] < cr1[hyp[nh - 1]];
+	v[0] = (int64_t)nh;
+	v[1] = (int64_t)nr;
+	v[2] = m1;
+	v[3] = nh >= 2 ? (int64_t)nh - 1 : 0;
+	v[4] = (int64_t)nr - 1;
+	v[5] = m2;
+}
+
 /* v[3(n-1)..] = (hyp n-grams, ref n-grams, clipped matches) for n = 1..max_order
  * over symbol sequences hyp[0..nh) and ref[0..nr), symbols < nsym. */
 static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t nh,
@@ -135,7 +173,9 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		       struct lynn_err *err)
 {
 	/* alive positions and the class of their current n-gram */
-	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj;
+	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj, *dz;
+	bool direct;
+	int n0 = 2;
 	struct ngram_ent *t;
 	size_t ncls, tcap, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
 	int64_t match = 0, settled = 0, diff[LYNN_CHRF_MAX_CHAR_ORDER + 2] = {0};
@@ -146,15 +186,24 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	if (nr >= 0x7FFFFFFF || nh >= 0x7FFFFFFF)
 		return lynn_errf(err, -LYNN_EINVAL, "chrf: input of %zu items too long (2^31 at most)",
 				 nr > nh ? nr : nh);
+	/* orders 1 and 2 counted directly when bigrams fit a small table */
+	direct = max_order >= 2 && nr >= 2 && nsym <= DIRECT_SYMS;
 	ncls = (nsym > nr ? nsym : nr) + 2;
+	if (direct && ncls < nsym * nsym)
+		ncls = nsym * nsym;
 	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh, err);
 	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr, err);
 	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
 	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory) */
 	tcap = pow2_at_least((nr <= 65536 ? 8 : 2) * nr + 8);
-	t = cr ? clean_buf(ctx, SLOT_NGRAM, tcap * sizeof *t, err) : NULL;
-	if (!t)
+	/* the buffer starts with the bigram counts (zero between calls), then
+	 * the table (keys zero between calls) */
+	dz = cr ? clean_buf(ctx, SLOT_NGRAM, 2 * DIRECT_SYMS * DIRECT_SYMS * sizeof *dz +
+						      tcap * sizeof *t, err)
+		: NULL;
+	if (!dz)
 		return -LYNN_ENOMEM;
+	t = (struct ngram_ent *)(dz + 2 * DIRECT_SYMS * DIRECT_SYMS);
 	idh = posh + nh + 1;
 	idr = posr + nr + 1;
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
@@ -163,38 +212,66 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	chc = cr + ncls;
 	hpos = chc + ncls;
 
-	/* order 1: the classes are the symbols themselves */
-	memset(cr, 0, nsym * sizeof *cr);
-	memset(chc, 0, nsym * sizeof *chc);
-	for (size_t j = 0; j < nr; j++)
-		cr[ref[j]]++;
-	for (size_t i = 0; i < nh; i++) {
-		uint32_t c = hyp[i];
-		match += chc[c] < cr[c];
-		chc[c]++;
-		hpos[c] = (uint32_t)i;
-	}
-	v[0] = (int64_t)nh;
-	v[1] = (int64_t)nr;
-	v[2] = match;
-	for (size_t j = 0; j < nr; j++) {
-		uint32_t c = ref[j];
-		uint64_t hr = (uint64_t)chc[c] * cr[c];
-		posr[nar] = (uint32_t)j;
-		idr[nar] = c;
-		nar += hr > 1;
-		pi[np] = hpos[c];
-		pj[np] = (uint32_t)j;
-		np += hr == 1;
-	}
-	for (size_t i = 0; i < nh; i++) {
-		uint32_t c = hyp[i];
-		posh[nah] = (uint32_t)i;
-		idh[nah] = c;
-		nah += (uint64_t)chc[c] * cr[c] > 1;
+	if (direct) {
+		n0 = 3;
+		order12(hyp, nh, ref, nr, nsym, cr, chc, dz, dz + DIRECT_SYMS * DIRECT_SYMS, hpos,
+			v);
+		/* alive bigrams (class = its table index) and settled pairs */
+		for (size_t j = 0; j + 1 < nr; j++) {
+			uint32_t c = ref[j] * (uint32_t)nsym + ref[j + 1];
+			uint64_t hr = (uint64_t)dz[DIRECT_SYMS * DIRECT_SYMS + c] * dz[c];
+			posr[nar] = (uint32_t)j;
+			idr[nar] = c;
+			nar += hr > 1;
+			pi[np] = hpos[c];
+			pj[np] = (uint32_t)j;
+			np += hr == 1;
+		}
+		for (size_t i = 0; i + 1 < nh; i++) {
+			uint32_t c = hyp[i] * (uint32_t)nsym + hyp[i + 1];
+			posh[nah] = (uint32_t)i;
+			idh[nah] = c;
+			nah += (uint64_t)dz[DIRECT_SYMS * DIRECT_SYMS + c] * dz[c] > 1;
+		}
+		/* empty the bigram counts again */
+		for (size_t j = 0; j + 1 < nr; j++)
+			dz[ref[j] * (uint32_t)nsym + ref[j + 1]] = 0;
+		for (size_t i = 0; i + 1 < nh; i++)
+			dz[DIRECT_SYMS * DIRECT_SYMS + hyp[i] * (uint32_t)nsym + hyp[i + 1]] = 0;
+	} else {
+		/* order 1: the classes are the symbols themselves */
+		memset(cr, 0, nsym * sizeof *cr);
+		memset(chc, 0, nsym * sizeof *chc);
+		for (size_t j = 0; j < nr; j++)
+			cr[ref[j]]++;
+		for (size_t i = 0; i < nh; i++) {
+			uint32_t c = hyp[i];
+			match += chc[c] < cr[c];
+			chc[c]++;
+			hpos[c] = (uint32_t)i;
+		}
+		v[0] = (int64_t)nh;
+		v[1] = (int64_t)nr;
+		v[2] = match;
+		for (size_t j = 0; j < nr; j++) {
+			uint32_t c = ref[j];
+			uint64_t hr = (uint64_t)chc[c] * cr[c];
+			posr[nar] = (uint32_t)j;
+			idr[nar] = c;
+			nar += hr > 1;
+			pi[np] = hpos[c];
+			pj[np] = (uint32_t)j;
+			np += hr == 1;
+		}
+		for (size_t i = 0; i < nh; i++) {
+			uint32_t c = hyp[i];
+			posh[nah] = (uint32_t)i;
+			idh[nah] = c;
+			nah += (uint64_t)chc[c] * cr[c] > 1;
+		}
 	}
 
-	for (int n = 2; n <= max_order; n++) {
+	for (int n = n0; n <= max_order; n++) {
 		size_t cr_n = nr >= (size_t)n ? nr - (size_t)n + 1 : 0;
 		size_t ch_n = nh >= (size_t)n ? nh - (size_t)n + 1 : 0;
 		size_t nmade, w = 0, cap, mask;
