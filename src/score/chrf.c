@@ -359,6 +359,12 @@ struct cp_ent {
 	uint32_t sym;
 };
 
+/* 1 for ASCII whitespace (Python str.isspace: 9..13, 28..32). */
+static const unsigned char ascii_ws[128] = {
+	[9] = 1, [10] = 1, [11] = 1, [12] = 1, [13] = 1,
+	[28] = 1, [29] = 1, [30] = 1, [31] = 1, [32] = 1,
+};
+
 /* With bnd not NULL, also the word boundaries of str.split(): bnd gets the
  * output index at every change between whitespace and not (starts and ends
  * alternate, a start first), *nb their count, always even on return. */
@@ -374,6 +380,33 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 		uint32_t c = u[i];
 		size_t pos;
 		unsigned ws;
+		uint64_t w8;
+		if (i + 8 <= len && (memcpy(&w8, u + i, 8), !(w8 & 0x8080808080808080ULL))) {
+			/* eight ASCII bytes: no branch per byte (unrolled) */
+#define ONE_ASCII(q)                                       \
+	do {                                               \
+		c = (uint32_t)(w8 >> (8 * (q))) & 0xFF;    \
+		out[n] = c;                                \
+		ws = ascii_ws[c];                          \
+		if (bnd) {                                 \
+			bnd[b] = (uint32_t)n;              \
+			b += ws ^ prev_ws;                 \
+			prev_ws = ws;                      \
+		}                                          \
+		n += keep_ws | (ws ^ 1);                   \
+	} while (0)
+			ONE_ASCII(0);
+			ONE_ASCII(1);
+			ONE_ASCII(2);
+			ONE_ASCII(3);
+			ONE_ASCII(4);
+			ONE_ASCII(5);
+			ONE_ASCII(6);
+			ONE_ASCII(7);
+#undef ONE_ASCII
+			i += 8;
+			continue;
+		}
 		if (c < 0x80) {
 			i++;
 			out[n] = c;
