@@ -174,6 +174,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 {
 	/* alive positions and the class of their current n-gram */
 	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj, *dz;
+	uint8_t *h8, *r8;
 	bool direct;
 	int n0 = 2;
 	struct ngram_ent *t;
@@ -191,8 +192,9 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	ncls = (nsym > nr ? nsym : nr) + 2;
 	if (direct && ncls < nsym * nsym)
 		ncls = nsym * nsym;
-	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh, err);
-	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr, err);
+	/* after the position lists: the symbols as bytes (direct only), padded */
+	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh + nh + 16, err);
+	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr + nr + 16, err);
 	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
 	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory) */
 	tcap = pow2_at_least((nr <= 65536 ? 8 : 2) * nr + 8);
@@ -209,6 +211,8 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
 	pi = made + nr + 1;
 	pj = pi + nr + 1;
+	h8 = (uint8_t *)(idh + nh + 1);
+	r8 = (uint8_t *)(pj + nr + 1);
 	chc = cr + ncls;
 	hpos = chc + ncls;
 
@@ -216,6 +220,12 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		n0 = 3;
 		order12(hyp, nh, ref, nr, nsym, cr, chc, dz, dz + DIRECT_SYMS * DIRECT_SYMS, hpos,
 			v);
+		for (size_t i = 0; i < nh; i++)
+			h8[i] = (uint8_t)hyp[i];
+		for (size_t j = 0; j < nr; j++)
+			r8[j] = (uint8_t)ref[j];
+		memset(h8 + nh, 0, 8);
+		memset(r8 + nr, 0, 8);
 		/* alive bigrams (class = its table index) and settled pairs */
 		for (size_t j = 0; j + 1 < nr; j++) {
 			uint32_t c = ref[j] * (uint32_t)nsym + ref[j + 1];
@@ -284,7 +294,22 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		/* pairs settled at order n - 1: they agree on n - 1 items and gain
 		 * one match per order while the items keep agreeing; their last
 		 * order L is found at once (diff[n] += 1, diff[L + 1] -= 1) */
-		for (size_t q = 0; q < np; q++) {
+		for (size_t q = 0; direct && q < np; q++) {
+			/* symbols are bytes: eight compared at once (n ≥ 3, so at
+			 * most max_order - n + 1 ≤ 8 are needed), no branch */
+			size_t a = pi[q] + (size_t)n - 1, b = pj[q] + (size_t)n - 1, agree, room;
+			uint64_t x, y;
+			memcpy(&x, h8 + a, 8);
+			memcpy(&y, r8 + b, 8);
+			x ^= y;
+			agree = (size_t)(__builtin_ctzll(x | 1ULL << 63) >> 3) + (x == 0);
+			room = (size_t)max_order - ((size_t)n - 1);
+			room = room < nh - a ? room : nh - a;
+			room = room < nr - b ? room : nr - b;
+			diff[n]++;
+			diff[n + (agree < room ? agree : room)]--;
+		}
+		for (size_t q = 0; !direct && q < np; q++) {
 			/* a fixed number of steps (the end of the agreement is
 			 * unpredictable): reads past lim are clamped and ignored */
 			size_t a = pi[q], b = pj[q], m = (size_t)n - 1, on = 1;
