@@ -131,12 +131,17 @@ static int64_t probe_hyp(const struct ngram_ent *t, size_t mask, unsigned shift,
 /* Bigram tables are direct-indexed (a * nsym + b) up to this many symbols. */
 #define DIRECT_SYMS 256
 
+/* A bigram's counts (zero between calls) and last hyp position, together
+ * so that one cache line serves all three. */
+struct bigram {
+	uint32_t r, h, last, pad;
+};
+
 /* Orders 1 and 2 (nr ≥ 2, nsym ≤ DIRECT_SYMS) into v[0..6): counts per
- * symbol in cr1/ch1 (cleared here), per bigram in cr2/ch2 (zero on entry;
- * the caller empties them), the last hyp position of each bigram in last. */
+ * symbol in cr1/ch1 (cleared here), per bigram a * nsym + b in bg (counts
+ * zero on entry; the caller empties them). */
 static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t nr, size_t nsym,
-		    uint32_t *cr1, uint32_t *ch1, uint32_t *cr2, uint32_t *ch2, uint32_t *last,
-		    int64_t *v)
+		    uint32_t *cr1, uint32_t *ch1, struct bigram *bg, int64_t *v)
 {
 	int64_t m1 = 0, m2 = 0;
 	uint32_t s = (uint32_t)nsym;
@@ -145,16 +150,17 @@ static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t 
 	for (size_t j = 0; j + 1 < nr; j++) {
 		uint32_t c = ref[j];
 		cr1[c]++;
-		cr2[c * s + ref[j + 1]]++;
+		bg[c * s + ref[j + 1]].r++;
 	}
 	cr1[ref[nr - 1]]++;
 	for (size_t i = 0; i + 1 < nh; i++) {
-		uint32_t c = hyp[i], b = c * s + hyp[i + 1];
+		uint32_t c = hyp[i];
+		struct bigram *g = bg + c * s + hyp[i + 1];
 		m1 += ch1[c] < cr1[c];
 		ch1[c]++;
-		m2 += ch2[b] < cr2[b];
-		ch2[b]++;
-		last[b] = (uint32_t)i;
+		m2 += g->h < g->r;
+		g->h++;
+		g->last = (uint32_t)i;
 	}
 	if (nh)
 		m1 += ch1[hyp[nh - 1]] < cr1[hyp[nh - 1]];
@@ -173,7 +179,8 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		       struct lynn_err *err)
 {
 	/* alive positions and the class of their current n-gram */
-	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj, *dz;
+	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj;
+	struct bigram *bg;
 	uint8_t *h8, *r8;
 	bool direct;
 	int n0 = 2;
@@ -190,8 +197,6 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	/* orders 1 and 2 counted directly when bigrams fit a small table */
 	direct = max_order >= 2 && nr >= 2 && nsym <= DIRECT_SYMS;
 	ncls = (nsym > nr ? nsym : nr) + 2;
-	if (direct && ncls < nsym * nsym)
-		ncls = nsym * nsym;
 	/* after the position lists: the symbols as bytes (direct only), padded */
 	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh + nh + 16, err);
 	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr + nr + 16, err);
@@ -200,12 +205,12 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	tcap = pow2_at_least((nr <= 65536 ? 8 : 2) * nr + 8);
 	/* the buffer starts with the bigram counts (zero between calls), then
 	 * the table (keys zero between calls) */
-	dz = cr ? clean_buf(ctx, SLOT_NGRAM, 2 * DIRECT_SYMS * DIRECT_SYMS * sizeof *dz +
-						      tcap * sizeof *t, err)
+	bg = cr ? clean_buf(ctx, SLOT_NGRAM, DIRECT_SYMS * DIRECT_SYMS * sizeof *bg + tcap * sizeof *t,
+			    err)
 		: NULL;
-	if (!dz)
+	if (!bg)
 		return -LYNN_ENOMEM;
-	t = (struct ngram_ent *)(dz + 2 * DIRECT_SYMS * DIRECT_SYMS);
+	t = (struct ngram_ent *)(bg + DIRECT_SYMS * DIRECT_SYMS);
 	idh = posh + nh + 1;
 	idr = posr + nr + 1;
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
@@ -218,8 +223,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 
 	if (direct) {
 		n0 = 3;
-		order12(hyp, nh, ref, nr, nsym, cr, chc, dz, dz + DIRECT_SYMS * DIRECT_SYMS, hpos,
-			v);
+		order12(hyp, nh, ref, nr, nsym, cr, chc, bg, v);
 		for (size_t i = 0; i < nh; i++)
 			h8[i] = (uint8_t)hyp[i];
 		for (size_t j = 0; j < nr; j++)
@@ -229,11 +233,11 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		/* alive bigrams (class = its table index) and settled pairs */
 		for (size_t j = 0; j + 1 < nr; j++) {
 			uint32_t c = ref[j] * (uint32_t)nsym + ref[j + 1];
-			uint64_t hr = (uint64_t)dz[DIRECT_SYMS * DIRECT_SYMS + c] * dz[c];
+			uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
 			posr[nar] = (uint32_t)j;
 			idr[nar] = c;
 			nar += hr > 1;
-			pi[np] = hpos[c];
+			pi[np] = bg[c].last;
 			pj[np] = (uint32_t)j;
 			np += hr == 1;
 		}
@@ -241,13 +245,17 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			uint32_t c = hyp[i] * (uint32_t)nsym + hyp[i + 1];
 			posh[nah] = (uint32_t)i;
 			idh[nah] = c;
-			nah += (uint64_t)dz[DIRECT_SYMS * DIRECT_SYMS + c] * dz[c] > 1;
+			nah += (uint64_t)bg[c].h * bg[c].r > 1;
 		}
 		/* empty the bigram counts again */
-		for (size_t j = 0; j + 1 < nr; j++)
-			dz[ref[j] * (uint32_t)nsym + ref[j + 1]] = 0;
-		for (size_t i = 0; i + 1 < nh; i++)
-			dz[DIRECT_SYMS * DIRECT_SYMS + hyp[i] * (uint32_t)nsym + hyp[i + 1]] = 0;
+		for (size_t j = 0; j + 1 < nr; j++) {
+			struct bigram *g = bg + ref[j] * (uint32_t)nsym + ref[j + 1];
+			g->r = g->h = 0;
+		}
+		for (size_t i = 0; i + 1 < nh; i++) {
+			struct bigram *g = bg + hyp[i] * (uint32_t)nsym + hyp[i + 1];
+			g->r = g->h = 0;
+		}
 	} else {
 		/* order 1: the classes are the symbols themselves */
 		memset(cr, 0, nsym * sizeof *cr);
