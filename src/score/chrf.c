@@ -398,17 +398,44 @@ static const unsigned char ascii_ws[128] = {
 	[28] = 1, [29] = 1, [30] = 1, [31] = 1, [32] = 1,
 };
 
+/* Word hashes: Horner with a rotation, h = rotl(h, 7) ^ item (injective
+ * for ASCII words up to 9 symbols; mixed before use), so that a span's hash
+ * is XOR_i rotl(w_i, 7(L-1-i)): the first or last item can be taken off in
+ * O(1) (split_words). */
+#define WORD_G(sym) ((uint64_t)(sym))
+#define WORD_ROT 7u
+static inline uint64_t rotl64(uint64_t x, unsigned r)
+{
+	r &= 63;
+	return x << r | x >> ((64 - r) & 63);
+}
+
 /* With bnd not NULL, also the word boundaries of str.split(): bnd gets the
  * output index at every change between whitespace and not (starts and ends
- * alternate, a start first), *nb their count, always even on return. */
+ * alternate, a start first), *nb their count, always even on return; and
+ * hw[2k+1] the (unmixed) hash of word k's symbols. */
 static inline __attribute__((always_inline)) size_t
 char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t cap, uint32_t *used,
-	  size_t *nused, uint32_t *out, uint32_t *bnd, size_t *nb)
+	  size_t *nused, uint32_t *out, uint32_t *bnd, uint64_t *hw, size_t *nb)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	unsigned shift = 32 - (unsigned)__builtin_ctzll((unsigned long long)cap);
 	size_t i = 0, n = 0, b = 0;
 	unsigned prev_ws = 1;
+	uint64_t wh = 0;
+	/* one item (symbol sym_, whitespace ws_) into the word state: its
+	 * output index at a change, the running hash (restarted after
+	 * whitespace) at the current boundary count, no branch */
+#define WORD_STEP(sym_, ws_)                                                    \
+	do {                                                                    \
+		if (bnd) {                                                      \
+			bnd[b] = (uint32_t)n;                                   \
+			wh = rotl64(wh & (0 - (uint64_t)(prev_ws ^ 1)), WORD_ROT) ^ WORD_G(sym_); \
+			b += (ws_) ^ prev_ws;                                   \
+			prev_ws = (ws_);                                        \
+			hw[b] = wh;                                             \
+		}                                                               \
+	} while (0)
 	while (i < len) {
 		uint32_t c = u[i];
 		size_t pos;
@@ -421,11 +448,7 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 		c = (uint32_t)(w8 >> (8 * (q))) & 0xFF;    \
 		out[n] = c;                                \
 		ws = ascii_ws[c];                          \
-		if (bnd) {                                 \
-			bnd[b] = (uint32_t)n;              \
-			b += ws ^ prev_ws;                 \
-			prev_ws = ws;                      \
-		}                                          \
+		WORD_STEP(c, ws);                          \
 		n += keep_ws | (ws ^ 1);                   \
 	} while (0)
 			ONE_ASCII(0);
@@ -443,14 +466,9 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 		if (c < 0x80) {
 			i++;
 			out[n] = c;
-			/* ASCII whitespace (9..13, 28..32) by bit mask, no branch */
-			ws = (c < 64) & (unsigned)(0x1F0003E00ULL >> (c & 63));
-			if (bnd) {
-				bnd[b] = (uint32_t)n;
-				b += ws ^ prev_ws;
-				prev_ws = ws;
-			}
-			n += keep_ws | !ws;
+			ws = ascii_ws[c];
+			WORD_STEP(c, ws);
+			n += keep_ws | (ws ^ 1);
 			continue;
 		}
 		if (c >= 0xC2 && c <= 0xDF && i + 1 < len && (u[i + 1] & 0xC0) == 0x80) {
@@ -467,13 +485,10 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 		}
 		/* the only non-ASCII whitespace is in U+0085..U+3000 */
 		ws = c <= 0x3000 && py_isspace_nonascii(c);
-		if (bnd) {
-			bnd[b] = (uint32_t)n;
-			b += ws ^ prev_ws;
-			prev_ws = ws;
-		}
-		if (!keep_ws && ws)
+		if (!keep_ws && ws) {
+			WORD_STEP(c, 1u);
 			continue;
+		}
 		pos = (uint32_t)(c * 0x9E3779B1u) >> shift;
 		while ((tab[pos].cp != c) & (tab[pos].cp != 0))
 			pos = (pos + 1) & (cap - 1);
@@ -482,8 +497,10 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 			tab[pos].sym = 128 + (uint32_t)*nused;
 			used[(*nused)++] = (uint32_t)pos;
 		}
+		WORD_STEP(tab[pos].sym, ws);
 		out[n++] = tab[pos].sym;
 	}
+#undef WORD_STEP
 	if (bnd) {
 		bnd[b] = (uint32_t)n;
 		b += !prev_ws;
@@ -497,36 +514,50 @@ static bool is_punct(uint32_t c)
 {
 	static const uint64_t lo = 0xFC00FFFE00000000ULL; /* 0x21..0x2F, 0x3A..0x3F */
 	static const uint64_t hi = 0x78000001F8000001ULL; /* 0x40, 0x5B..0x60, 0x7B..0x7E */
-	return c < 64 ? (lo >> c) & 1 : c < 128 ? (hi >> (c - 64)) & 1 : false;
+	uint64_t m = c < 64 ? lo : hi;
+	return (c < 128) & (unsigned)(m >> (c & 63));
 }
 
 /* sacreBLEU _remove_punctuation on the words [bnd[2k], bnd[2k+1]) of the
  * symbols syms[0..) (ASCII symbols are their code points; the others are
- * never punctuation): spans relative to syms + base. */
-static size_t split_words(const uint32_t *syms, size_t base, const uint32_t *bnd, size_t nb,
-			  uint32_t *off, uint32_t *len)
+ * never punctuation): spans relative to syms + base, with their hashes
+ * (from the word hashes hw[2k+1], an item taken off the end or the start
+ * when it is split off). */
+static size_t split_words(const uint32_t *syms, size_t base, const uint32_t *bnd, const uint64_t *hw,
+			  size_t nb, uint32_t *off, uint32_t *len, uint64_t *hs)
 {
 	size_t nw = 0;
 	for (size_t k = 0; k < nb; k += 2) {
-		uint32_t s = bnd[k], e = bnd[k + 1];
-		if (e - s == 1) {
+		uint32_t s = bnd[k], e = bnd[k + 1], l = e - s;
+		uint64_t h = hw[k + 1];
+		if (l == 1) {
 			off[nw] = (uint32_t)base + s;
+			hs[nw] = h;
 			len[nw++] = 1;
 		} else if (is_punct(syms[e - 1])) {
+			uint64_t g = WORD_G(syms[e - 1]);
 			off[nw] = (uint32_t)base + s;
-			len[nw++] = e - s - 1;
+			hs[nw] = rotl64(h ^ g, 64 - WORD_ROT);
+			len[nw++] = l - 1;
 			off[nw] = (uint32_t)base + e - 1;
+			hs[nw] = g;
 			len[nw++] = 1;
 		} else if (is_punct(syms[s])) {
+			uint64_t g = WORD_G(syms[s]);
 			off[nw] = (uint32_t)base + s;
+			hs[nw] = g;
 			len[nw++] = 1;
 			off[nw] = (uint32_t)base + s + 1;
-			len[nw++] = e - s - 1;
+			hs[nw] = h ^ rotl64(g, WORD_ROT * (l - 1));
+			len[nw++] = l - 1;
 		} else {
 			off[nw] = (uint32_t)base + s;
-			len[nw++] = e - s;
+			hs[nw] = h;
+			len[nw++] = l;
 		}
 	}
+	for (size_t k = 0; k < nw; k++)
+		hs[k] = mix64(hs[k] + len[k]);
 	return nw;
 }
 
@@ -591,29 +622,37 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 		/* words are runs of symbols: split and intern them from the
 		 * symbols (one code point each, so equal words ⇔ equal spans) */
 		uint32_t *bh, *br, *off, *len, *ids;
+		uint64_t *hwh, *hwr, *hs;
 		size_t nbh, nbr, nwh, nwr, nd, tot = hyp_len + ref_len + 2;
-		bh = score_buf(ctx, SLOT_CP_D, (tot + 2) * sizeof *bh, err);
+		/* boundaries, then (8-byte aligned) the word hashes */
+		bh = score_buf(ctx, SLOT_CP_D, (tot + 4) * sizeof *bh + (tot + 4) * sizeof *hwh, err);
 		off = score_buf(ctx, SLOT_IDS_A, 3 * (tot + 1) * sizeof *off, err);
-		if (!bh || !off)
+		hs = score_buf(ctx, SLOT_HASH_A, (tot + 1) * sizeof *hs, err);
+		if (!bh || !off || !hs)
 			goto out;
 		br = bh + hyp_len + 1;
+		hwh = (uint64_t *)(bh + ((tot + 4) & ~(size_t)1));
+		hwr = hwh + hyp_len + 2;
 		len = off + tot + 1;
 		ids = len + tot + 1;
-		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, bh, &nbh);
-		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, br, &nbr);
+		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, bh, hwh, &nbh);
+		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, br, hwr, &nbr);
 		for (size_t k = 0; k < nused; k++)
 			tab[used[k]].cp = 0;
-		nwh = split_words(ch, 0, bh, nbh, off, len);
-		nwr = split_words(cr, hyp_len + 1, br, nbr, off + nwh, len + nwh);
-		if ((rc = score_intern(ctx, SLOT_TABLE, ch, off, len, nwh + nwr, ids, &nd, err)))
+		nwh = split_words(ch, 0, bh, hwh, nbh, off, len, hs);
+		nwr = split_words(cr, hyp_len + 1, br, hwr, nbr, off + nwh, len + nwh, hs + nwh);
+		if ((rc = score_intern_hashed(ctx, SLOT_TABLE, ch, off, len, hs, nwh + nwr, ids, &nd,
+					      err)))
 			goto out;
 		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
 				 out->v + 3 * o->char_order, err);
 		if (rc)
 			goto out;
 	} else {
-		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL);
-		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL);
+		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
+			       NULL);
+		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
+			       NULL);
 		for (size_t k = 0; k < nused; k++)
 			tab[used[k]].cp = 0;
 	}

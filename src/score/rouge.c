@@ -277,49 +277,6 @@ static void tokens_finish(const uint32_t *off, uint32_t *len, uint64_t *hs, size
 	}
 }
 
-/* Dense ids 0..*n_distinct-1 for the n tokens (text tok + off[k], length
- * len[k], hash hs[k]) written to ids. Table entries are 8 bytes: the high
- * half of the hash and the index of the first token with it. */
-static int intern_tokens(struct lynn_score_ctx *ctx, const uint32_t *tok, const uint32_t *off,
-			 const uint32_t *len, const uint64_t *hs, size_t n, uint32_t *ids,
-			 size_t *n_distinct, struct lynn_err *err)
-{
-	size_t cap = pow2_at_least(2 * n + 2), mask = cap - 1, nd = 0;
-	struct ent { uint32_t hi, first; } *t;
-
-	t = score_buf(ctx, SLOT_TABLE, cap * sizeof *t, err);
-	if (!t)
-		return -LYNN_ENOMEM;
-	memset(t, 0xFF, cap * sizeof *t);
-	for (size_t k = 0; k < n; k++) {
-		uint32_t hi = (uint32_t)(hs[k] >> 32), l = len[k];
-		const uint32_t *w = tok + off[k];
-		size_t pos = (size_t)hs[k] & mask;
-		for (;;) {
-			uint32_t f = t[pos].first;
-			if (f == UINT32_MAX) {
-				t[pos].hi = hi;
-				t[pos].first = (uint32_t)k;
-				ids[k] = (uint32_t)nd++;
-				break;
-			}
-			if (t[pos].hi == hi && len[f] == l) {
-				const uint32_t *v = tok + off[f];
-				uint32_t q = 0;
-				while (q < l && v[q] == w[q])
-					q++;
-				if (q == l) {
-					ids[k] = ids[f];
-					break;
-				}
-			}
-			pos = (pos + 1) & mask;
-		}
-	}
-	*n_distinct = nd;
-	return 0;
-}
-
 /* LCS length of a (length m) and b (length n), ids < nid.
  *
  * Hyyrö's bit-vector recurrence V' = (V + (V & M[b_j])) | (V & ~M[b_j]) over
@@ -452,7 +409,8 @@ int lynn_rouge_l(struct lynn_score_ctx *ctx_in, const char *hyp, size_t hyp_len,
 	rc = 0;
 	if (nth == 0 || ntr == 0)
 		goto out;
-	if ((rc = intern_tokens(ctx, tok, off, len, hs, nth + ntr, ids, &nd, err)))
+	if ((rc = score_intern_hashed(ctx, SLOT_TABLE, tok, off, len, hs, nth + ntr, ids, &nd,
+				       err)))
 		goto out;
 	/* the shorter side indexes the bit masks; LCS is symmetric */
 	if (ntr <= nth)

@@ -132,3 +132,44 @@ int score_intern(struct lynn_score_ctx *ctx, enum score_slot slot, const uint32_
 	*n_distinct = nd;
 	return 0;
 }
+
+int score_intern_hashed(struct lynn_score_ctx *ctx, enum score_slot slot, const uint32_t *cps,
+			const uint32_t *off, const uint32_t *wlen, const uint64_t *hs, size_t n,
+			uint32_t *ids, size_t *n_distinct, struct lynn_err *err)
+{
+	/* table entry (8 bytes): the high half of the hash and the index of
+	 * the first span with it (UINT32_MAX: empty); slot = low bits */
+	size_t cap = pow2_at_least(2 * n + 2), mask = cap - 1, nd = 0;
+	struct ent { uint32_t hi, first; } *t;
+
+	t = score_buf(ctx, slot, cap * sizeof *t, err);
+	if (!t)
+		return -LYNN_ENOMEM;
+	memset(t, 0xFF, cap * sizeof *t);
+	for (size_t k = 0; k < n; k++) {
+		uint32_t hi = (uint32_t)(hs[k] >> 32), l = wlen[k];
+		const uint32_t *w = cps + off[k];
+		size_t pos = (size_t)hs[k] & mask;
+		for (;;) {
+			uint32_t f = t[pos].first, q = 0;
+			if (f == UINT32_MAX) {
+				t[pos].hi = hi;
+				t[pos].first = (uint32_t)k;
+				ids[k] = (uint32_t)nd++;
+				break;
+			}
+			if (t[pos].hi == hi && wlen[f] == l) {
+				const uint32_t *v = cps + off[f];
+				while (q < l && v[q] == w[q])
+					q++;
+				if (q == l) {
+					ids[k] = ids[f];
+					break;
+				}
+			}
+			pos = (pos + 1) & mask;
+		}
+	}
+	*n_distinct = nd;
+	return 0;
+}
