@@ -51,7 +51,7 @@ struct ngram_ent {
 
 /* A buffer of `slot` that is all-zero whenever it is handed out: the caller
  * empties every entry it fills before returning, so only a fresh allocation
- * needs clearing. */
+ * needs clearing (and any layout of the buffer works on the next call). */
 static void *clean_buf(struct lynn_score_ctx *ctx, enum score_slot slot, size_t bytes,
 		       struct lynn_err *err)
 {
@@ -185,7 +185,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	bool direct;
 	int n0 = 2;
 	struct ngram_ent *t;
-	size_t ncls, tcap, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
+	size_t ncls, tcap, nbg, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
 	int64_t match = 0, settled = 0, diff[LYNN_CHRF_MAX_CHAR_ORDER + 2] = {0};
 
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
@@ -203,14 +203,13 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
 	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory) */
 	tcap = pow2_at_least((nr <= 65536 ? 8 : 2) * nr + 8);
-	/* the buffer starts with the bigram counts (zero between calls), then
-	 * the table (keys zero between calls) */
-	bg = cr ? clean_buf(ctx, SLOT_NGRAM, DIRECT_SYMS * DIRECT_SYMS * sizeof *bg + tcap * sizeof *t,
-			    err)
-		: NULL;
+	/* the bigram records (direct only), then the table: all zero between
+	 * calls, whatever the layout of the previous call */
+	nbg = direct ? nsym * nsym : 0;
+	bg = cr ? clean_buf(ctx, SLOT_NGRAM, nbg * sizeof *bg + tcap * sizeof *t, err) : NULL;
 	if (!bg)
 		return -LYNN_ENOMEM;
-	t = (struct ngram_ent *)(bg + DIRECT_SYMS * DIRECT_SYMS);
+	t = (struct ngram_ent *)(bg + nbg);
 	idh = posh + nh + 1;
 	idr = posr + nr + 1;
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
@@ -250,11 +249,11 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		/* empty the bigram counts again */
 		for (size_t j = 0; j + 1 < nr; j++) {
 			struct bigram *g = bg + ref[j] * (uint32_t)nsym + ref[j + 1];
-			g->r = g->h = 0;
+			*g = (struct bigram){ 0 };
 		}
 		for (size_t i = 0; i + 1 < nh; i++) {
 			struct bigram *g = bg + hyp[i] * (uint32_t)nsym + hyp[i + 1];
-			g->r = g->h = 0;
+			*g = (struct bigram){ 0 };
 		}
 	} else {
 		/* order 1: the classes are the symbols themselves */
@@ -355,7 +354,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		v[3 * (n - 1) + 2] += match;
 		/* class numbers depend on the order's keys: empty the slots */
 		for (size_t k = 0; k < nmade; k++)
-			t[made[k]].key = 0;
+			t[made[k]] = (struct ngram_ent){ 0 };
 		w = 0;
 		for (size_t k = 0; k < nar; k++) {
 			uint32_t c = idr[k];
