@@ -139,9 +139,10 @@ struct bigram {
 
 /* Orders 1 and 2 (nr ≥ 2, nsym ≤ DIRECT_SYMS) into v[0..6): counts per
  * symbol in cr1/ch1 (cleared here), per bigram a * nsym + b in bg (counts
- * zero on entry; the caller empties them). */
+ * zero on entry; the caller empties them); the symbols as bytes to h8/r8. */
 static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t nr, size_t nsym,
-		    uint32_t *cr1, uint32_t *ch1, struct bigram *bg, int64_t *v)
+		    uint32_t *cr1, uint32_t *ch1, struct bigram *bg, uint8_t *h8, uint8_t *r8,
+		    int64_t *v)
 {
 	int64_t m1 = 0, m2 = 0;
 	uint32_t s = (uint32_t)nsym;
@@ -149,21 +150,26 @@ static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t 
 	memset(ch1, 0, nsym * sizeof *ch1);
 	for (size_t j = 0; j + 1 < nr; j++) {
 		uint32_t c = ref[j];
+		r8[j] = (uint8_t)c;
 		cr1[c]++;
 		bg[c * s + ref[j + 1]].r++;
 	}
+	r8[nr - 1] = (uint8_t)ref[nr - 1];
 	cr1[ref[nr - 1]]++;
 	for (size_t i = 0; i + 1 < nh; i++) {
 		uint32_t c = hyp[i];
 		struct bigram *g = bg + c * s + hyp[i + 1];
+		h8[i] = (uint8_t)c;
 		m1 += ch1[c] < cr1[c];
 		ch1[c]++;
 		m2 += g->h < g->r;
 		g->h++;
 		g->last = (uint32_t)i;
 	}
-	if (nh)
+	if (nh) {
+		h8[nh - 1] = (uint8_t)hyp[nh - 1];
 		m1 += ch1[hyp[nh - 1]] < cr1[hyp[nh - 1]];
+	}
 	v[0] = (int64_t)nh;
 	v[1] = (int64_t)nr;
 	v[2] = m1;
@@ -222,11 +228,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 
 	if (direct) {
 		n0 = 3;
-		order12(hyp, nh, ref, nr, nsym, cr, chc, bg, v);
-		for (size_t i = 0; i < nh; i++)
-			h8[i] = (uint8_t)hyp[i];
-		for (size_t j = 0; j < nr; j++)
-			r8[j] = (uint8_t)ref[j];
+		order12(hyp, nh, ref, nr, nsym, cr, chc, bg, h8, r8, v);
 		memset(h8 + nh, 0, 8);
 		memset(r8 + nr, 0, 8);
 		/* alive bigrams (class = its table index) and settled pairs */
