@@ -37,13 +37,6 @@
  */
 #define HASH_MUL 0x9E3779B97F4A7C15ULL
 
-/* 1 when a != 0, as arithmetic: the probe tests below must compile to one
- * branch (taken on a collision only) and no data-dependent jump. */
-static inline uint64_t nz64(uint64_t a)
-{
-	return (a | (0 - a)) >> 63;
-}
-
 struct ngram_ent {
 	uint64_t key; /* (prev class + 1) << 32 | item; 0 = empty slot */
 	uint32_t cls, pad;
