@@ -80,6 +80,7 @@ struct lynn_cublas {
 	cublasLtHandle_t h;
 	void *d_ws;
 	size_t ws_size;
+	float *d_zero; /* beta for calls whose alpha is a device pointer */
 };
 
 #endif

@@ -89,6 +89,18 @@ int lynn_cuda_bf16_gemm(struct lynn_cublas *b, const void *d_w, const void *d_x,
 			int64_t n, int64_t k, void *d_y, lynn_stream_t stream,
 			struct lynn_err *err);
 
+/* Large M (prefill): W dequantized to BF16 (q*s exact) into d_scratch
+ * (n * k bf16, caller-owned; a plain linear, not an expert bank), then
+ * Y[M,N] bf16 = alpha * X * W^T through cuBLASLt with alpha read from
+ * w->d_alpha on the device. The tc2/wmma kernels re-read the weights per 16/64
+ * tokens, so this is the path for M in the hundreds. */
+int lynn_cuda_nvfp4_gemm_blas(struct lynn_cublas *b, const struct lynn_cuda_nvfp4_weight *w,
+			      const void *d_x, int m, void *d_scratch, void *d_y,
+			      lynn_stream_t stream, struct lynn_err *err);
+/* The dequantization alone: d_out (E,) N, K bf16 = q*s (alpha not applied). */
+int lynn_cuda_nvfp4_dequant_bf16(const struct lynn_cuda_nvfp4_weight *w, void *d_out,
+				 lynn_stream_t stream, struct lynn_err *err);
+
 /* ===== Blackwell native FP4 (compute capability >= 10) =====
  * UNTESTED ON HARDWARE: compiled for sm_100a/sm_120a, never run (the project
  * has only Hopper GPUs). cuBLASLt block-scaled FP4 (CUDA_R_4F_E2M1 with

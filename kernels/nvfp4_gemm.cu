@@ -348,10 +348,14 @@ static __device__ __forceinline__ void lynn_tc_dec4(uint32_t h, uint32_t sc, uin
 {
 	const uint32_t p = lynn_prmt(0x43424140u, 0x4C484644u, h);	     /* 64 + 2|q| */
 	const uint32_t n = lynn_prmt(0x3D3E3F40u, 0x34383A3Cu, h ^ 0x8888u); /* 64 - 2|q| */
-	const uint32_t b = p | n;
+	const uint32_t b = p + n; /* disjoint bytes: an add, which ptxas can put on the FMA pipe */
 	w0 = lynn_bf16x2_fma(lynn_prmt(b, 0x43u, 0x4140u), sc, sh);
 	w1 = lynn_bf16x2_fma(lynn_prmt(b, 0x43u, 0x4342u), sc, sh);
 }
+
+/* w >> 16 as a multiply-high, which runs on the FMA pipe rather than the
+ * integer pipe that the decode keeps busy */
+static __device__ __forceinline__ uint32_t lynn_hi16(uint32_t w) { return __umulhi(w, 0x10000u); }
 
 static __device__ __forceinline__ void lynn_mma_bf16(float *c, uint32_t a0, uint32_t a1,
 						     uint32_t a2, uint32_t a3, uint32_t b0,
@@ -363,14 +367,21 @@ static __device__ __forceinline__ void lynn_mma_bf16(float *c, uint32_t a0, uint
 		     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* scale byte -> (s/2, s/2) and (-96 s, -96 s) as bf16x2 (exact) */
-static __device__ __forceinline__ void lynn_tc_scale(uint32_t byte, uint32_t &sc, uint32_t &sh)
+/* a row's two scale bytes (low 16 bits of pair) -> (s/2, s/2) and
+ * (-96 s, -96 s) as bf16x2, exact: each E4M3 magnitude is moved to the top of
+ * an f32 (2^-120 times its value, as in lynn_e4m3_dev) with a multiply and
+ * one mask, keeping the work off the integer pipe where it can */
+static __device__ __forceinline__ void lynn_tc_scale2(uint32_t pair, uint32_t *sc, uint32_t *sh)
 {
-	const float s = lynn_e4m3_dev(byte);
-	__nv_bfloat162 a = __floats2bfloat162_rn(s * 0.5f, s * 0.5f);
-	__nv_bfloat162 b = __floats2bfloat162_rn(s * -96.0f, s * -96.0f);
-	sc = *(uint32_t *)&a;
-	sh = *(uint32_t *)&b;
+	const uint32_t bits[2] = { (pair * 0x100000u) & 0x07F00000u, (pair * 0x1000u) & 0x07F00000u };
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const float f = __int_as_float((int)bits[i]);
+		__nv_bfloat162 a = __floats2bfloat162_rn(f * 0x1p119f, f * 0x1p119f);
+		__nv_bfloat162 b = __floats2bfloat162_rn(f * -0x1.8p126f, f * -0x1.8p126f);
+		sc[i] = *(uint32_t *)&a;
+		sh[i] = *(uint32_t *)&b;
+	}
 }
 
 template <int MT8, typename TY>
@@ -436,10 +447,8 @@ nvfp4_tc_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ 
 			const int64_t kk = (int64_t)sp * 128 + 32 * c;
 			const bool kv = sp < nspans && kk < k;
 			uint32_t scA[2], shA[2], scB[2], shB[2];
-			lynn_tc_scale(sa[u] & 0xffu, scA[0], shA[0]);
-			lynn_tc_scale(sa[u] >> 8, scA[1], shA[1]);
-			lynn_tc_scale(sb[u] & 0xffu, scB[0], shB[0]);
-			lynn_tc_scale(sb[u] >> 8, scB[1], shB[1]);
+			lynn_tc_scale2(sa[u], scA, shA);
+			lynn_tc_scale2(sb[u], scB, shB);
 			const uint32_t wA[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w };
 			const uint32_t wB[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
 #pragma unroll
@@ -592,10 +601,8 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 			const bool kv = kk < k32;
 			const uint4 va = ring[st * 64 + lane], vb = ring[st * 64 + 32 + lane];
 			uint32_t scA[2], shA[2], scB[2], shB[2];
-			lynn_tc_scale(sra[st] & 0xffu, scA[0], shA[0]);
-			lynn_tc_scale(sra[st] >> 8, scA[1], shA[1]);
-			lynn_tc_scale(srb[st] & 0xffu, scB[0], shB[0]);
-			lynn_tc_scale(srb[st] >> 8, scB[1], shB[1]);
+			lynn_tc_scale2(sra[st], scA, shA);
+			lynn_tc_scale2(srb[st], scB, shB);
 			const uint32_t wA[4] = { va.x, va.y, va.z, va.w };
 			const uint32_t wB[4] = { vb.x, vb.y, vb.z, vb.w };
 			/* one token tile: the span's 32 X values of token gq in four
@@ -610,9 +617,10 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
 				uint32_t a0, a1, a2, a3;
-				const int sh = 16 * (j & 1);
-				lynn_tc_dec4(wA[j >> 1] >> sh, scA[j >> 2], shA[j >> 2], a0, a2);
-				lynn_tc_dec4(wB[j >> 1] >> sh, scB[j >> 2], shB[j >> 2], a1, a3);
+				lynn_tc_dec4(j & 1 ? lynn_hi16(wA[j >> 1]) : wA[j >> 1], scA[j >> 2], shA[j >> 2],
+					     a0, a2);
+				lynn_tc_dec4(j & 1 ? lynn_hi16(wB[j >> 1]) : wB[j >> 1], scB[j >> 2], shB[j >> 2],
+					     a1, a3);
 #pragma unroll
 				for (int t = 0; t < MT8; t++) {
 					const int tok = t * 8 + gq;
@@ -1216,8 +1224,12 @@ extern "C" struct lynn_cublas *lynn_cuda_blas_create(struct lynn_err *err)
 		free(b);
 		return NULL;
 	}
-	if (cudaMalloc(&b->d_ws, b->ws_size) != cudaSuccess) {
+	if (cudaMalloc(&b->d_ws, b->ws_size) != cudaSuccess ||
+	    cudaMalloc(&b->d_zero, sizeof *b->d_zero) != cudaSuccess ||
+	    cudaMemset(b->d_zero, 0, sizeof *b->d_zero) != cudaSuccess) {
 		lynn_errf(err, -LYNN_ECUDA, "cuda: cannot allocate the cublaslt workspace");
+		cudaFree(b->d_ws);
+		cudaFree(b->d_zero);
 		cublasLtDestroy(b->h);
 		free(b);
 		return NULL;
@@ -1230,13 +1242,16 @@ extern "C" void lynn_cuda_blas_free(struct lynn_cublas *b)
 	if (!b)
 		return;
 	cudaFree(b->d_ws);
+	cudaFree(b->d_zero);
 	cublasLtDestroy(b->h);
 	free(b);
 }
 
-extern "C" int lynn_cuda_bf16_gemm(struct lynn_cublas *b, const void *d_w, const void *d_x,
-				   int m, int64_t n, int64_t k, void *d_y, lynn_stream_t stream,
-				   struct lynn_err *err)
+/* Y = alpha * X * W^T through cuBLASLt; d_alpha NULL: alpha 1 (host scalar),
+ * else a device f32 (pointer mode device, beta from b->d_zero). */
+static int lt_bf16_gemm(struct lynn_cublas *b, const void *d_w, const void *d_x, int m, int64_t n,
+			int64_t k, const float *d_alpha, void *d_y, cudaStream_t stream,
+			struct lynn_err *err)
 {
 	cublasLtMatmulDesc_t op = NULL;
 	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
@@ -1244,12 +1259,16 @@ extern "C" int lynn_cuda_bf16_gemm(struct lynn_cublas *b, const void *d_w, const
 	cublasLtMatmulHeuristicResult_t heur;
 	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
 	float one = 1.0f, zero = 0.0f;
+	const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
 	int found = 0, rc = 0;
 
 	/* Column-major view: Y^T (N x M, ld N) = W (K x N, ld K)^T * X^T (K x M, ld K). */
 	LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
 	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
 	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+	if (d_alpha)
+		LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
+						      sizeof pm));
 	LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, k));
 	LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k));
 	LT_TRY(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, (uint64_t)n, (uint64_t)m, n));
@@ -1262,8 +1281,9 @@ extern "C" int lynn_cuda_bf16_gemm(struct lynn_cublas *b, const void *d_w, const
 			       (long long)n, (long long)k, m);
 		goto out;
 	}
-	LT_TRY(cublasLtMatmul(b->h, op, &one, d_w, la, d_x, lb, &zero, d_y, lc, d_y, lc, &heur.algo,
-			      b->d_ws, b->ws_size, (cudaStream_t)stream));
+	LT_TRY(cublasLtMatmul(b->h, op, d_alpha ? (const void *)d_alpha : &one, d_w, la, d_x, lb,
+			      d_alpha ? (const void *)b->d_zero : &zero, d_y, lc, d_y, lc, &heur.algo,
+			      b->d_ws, b->ws_size, stream));
 out:
 	if (pref)
 		cublasLtMatmulPreferenceDestroy(pref);
@@ -1276,6 +1296,59 @@ out:
 	if (op)
 		cublasLtMatmulDescDestroy(op);
 	return rc;
+}
+
+extern "C" int lynn_cuda_bf16_gemm(struct lynn_cublas *b, const void *d_w, const void *d_x,
+				   int m, int64_t n, int64_t k, void *d_y, lynn_stream_t stream,
+				   struct lynn_err *err)
+{
+	return lt_bf16_gemm(b, d_w, d_x, m, n, k, NULL, d_y, (cudaStream_t)stream, err);
+}
+
+/* ===== large M: dequantize to BF16, then cuBLASLt =====
+ * One thread per 4-byte word (8 weights, one scale block), so a warp reads
+ * 128 contiguous bytes and writes 512: the tc decode, every weight q*s
+ * exactly in bf16; alpha is applied by cuBLASLt in f32. */
+static __global__ void __launch_bounds__(256)
+nvfp4_dequant_bf16_kernel(const uint32_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+			  int64_t words, uint4 *__restrict__ out)
+{
+	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= words)
+		return;
+	const uint32_t w = __ldcs(packed + i);
+	uint32_t sc[2], sh[2], o[4];
+	lynn_tc_scale2(__ldg(scales + i / 2), sc, sh); /* 16 weights per scale: two words */
+	lynn_tc_dec4(w, sc[0], sh[0], o[0], o[1]);
+	lynn_tc_dec4(lynn_hi16(w), sc[0], sh[0], o[2], o[3]);
+	__stcs(out + i, make_uint4(o[0], o[1], o[2], o[3]));
+}
+
+extern "C" int lynn_cuda_nvfp4_dequant_bf16(const struct lynn_cuda_nvfp4_weight *w, void *d_out,
+					    lynn_stream_t stream, struct lynn_err *err)
+{
+	if (!w || !w->d_packed || !w->d_scales || !d_out || w->n < 1 || w->k < 32 || w->k % 32)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 dequant: bad arguments (K %% 32 == 0)");
+	const int64_t words = (w->n_experts > 1 ? w->n_experts : 1) * w->n * (w->k / 8);
+	nvfp4_dequant_bf16_kernel<<<(unsigned)((words + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
+		(const uint32_t *)w->d_packed, w->d_scales, words, (uint4 *)d_out);
+	LYNN_CUDA_CHECK_LAUNCH();
+	return 0;
+}
+
+extern "C" int lynn_cuda_nvfp4_gemm_blas(struct lynn_cublas *b,
+					 const struct lynn_cuda_nvfp4_weight *w, const void *d_x,
+					 int m, void *d_scratch, void *d_y, lynn_stream_t stream,
+					 struct lynn_err *err)
+{
+	int rc;
+	if (!b || !w || w->n_experts > 1 || m < 1 || !d_scratch)
+		return lynn_errf(err, -LYNN_EINVAL,
+				 "cuda: nvfp4 blas gemm: bad arguments (one linear, M >= 1, scratch)");
+	if ((rc = lynn_cuda_nvfp4_dequant_bf16(w, d_scratch, stream, err)))
+		return rc;
+	return lt_bf16_gemm(b, d_scratch, d_x, m, w->n, w->k, w->d_alpha, d_y, (cudaStream_t)stream,
+			    err);
 }
 
 extern "C" int lynn_cuda_device_cc(struct lynn_err *err)

@@ -704,6 +704,127 @@ START_TEST(test_runner_nvfp4)
 }
 END_TEST
 
+/* Restack an NVFP4 checkpoint's per-expert linears into fused 3-D tensors
+ * (weight-formats.md §2: a leading expert dimension; gate and up
+ * concatenated row-wise as `experts.gate_up_proj`, whose shared per-expert
+ * global scale lynn quantize already wrote for the fused group), copying
+ * everything else: the same model in the other layout. */
+static const struct lynn_nvfp4_linear *find_linear(const struct lynn_nvfp4_scan *sc, const char *base)
+{
+	for (int64_t l = 0; l < sc->n_linears; l++)
+		if (!strcmp(sc->linears[l].base, base))
+			return &sc->linears[l];
+	return NULL;
+}
+
+static void write_fused(const char *qdir, const char *out, int n_layers, int E, bool with_down)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_ckpt *c = lynn_ckpt_open(qdir, &err);
+	ck_assert_msg(c != NULL, "%s", err.msg);
+	int64_t n = lynn_ckpt_n_tensors(c);
+	const struct lynn_tensor **ts = malloc(sizeof *ts * (size_t)n);
+	for (int64_t i = 0; i < n; i++)
+		ts[i] = lynn_ckpt_tensor(c, i);
+	struct lynn_nvfp4_scan sc;
+	ck_assert_int_eq(lynn_nvfp4_scan(ts, n, true, &sc, &err), 0);
+	const struct lynn_nvfp4_suffixes *sx = lynn_nvfp4_suffixes(sc.format);
+	const char *sfx[4] = { sx->weight, sx->scale, sx->global, sc.w4a4 ? sx->input : NULL };
+	const char *groups[2][3] = { { "gate_up_proj", "gate_proj", "up_proj" },
+				     { "down_proj", "down_proj", NULL } };
+	struct lynn_st_writer *w = lynn_st_writer_create(out, 0, &err);
+	ck_assert(w != NULL);
+	char nm[300];
+	for (int pass = 0; pass < 2; pass++) {
+		for (int64_t i = 0; i < n; i++)
+			if (!strstr(ts[i]->name, ".mlp.experts.")) {
+				if (pass == 0)
+					ck_assert_int_eq(lynn_st_writer_declare(w, ts[i]->name, ts[i]->dtype,
+										ts[i]->n_dims, ts[i]->shape, &err), 0);
+				else
+					ck_assert_int_eq(lynn_st_writer_write(w, ts[i]->data, ts[i]->nbytes, &err), 0);
+			}
+		for (int li = 0; li < n_layers; li++)
+			for (int gi = 0; gi < (with_down ? 2 : 1); gi++)
+				for (int si = 0; si < 4 && sfx[si]; si++) {
+					const struct lynn_nvfp4_linear *L[2] = { NULL, NULL };
+					for (int e = 0; e < E; e++)
+						for (int mi = 0; mi < 2 && groups[gi][1 + mi]; mi++) {
+							snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.%s", li, e,
+								 groups[gi][1 + mi]);
+							L[mi] = find_linear(&sc, nm);
+							ck_assert_msg(L[mi] != NULL, "%s", nm);
+							const struct lynn_tensor *t = si == 0 ? L[mi]->weight
+										    : si == 1 ? L[mi]->scale
+										    : si == 2 ? L[mi]->global
+											      : L[mi]->input;
+							if (pass == 1 && (si < 2 || mi == 0))
+								ck_assert_int_eq(lynn_st_writer_write(w, t->data, t->nbytes,
+												      &err), 0);
+						}
+					if (pass == 1)
+						continue;
+					/* gate and up share their tensor scales (one fused group) */
+					if (si >= 2 && L[1])
+						ck_assert(f32_at(si == 2 ? L[0]->global : L[0]->input) ==
+							  f32_at(si == 2 ? L[1]->global : L[1]->input));
+					int64_t rows = L[0]->n + (L[1] ? L[1]->n : 0);
+					/* [E, rows, K/2 | K/16], or [E] for a tensor scale */
+					int64_t sh3[3] = { E, rows, si == 0 ? L[0]->k / 2 : L[0]->k / 16 };
+					snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%s.%s", li, groups[gi][0],
+						 sfx[si]);
+					ck_assert_int_eq(lynn_st_writer_declare(w, nm, si == 0 ? LYNN_DTYPE_U8
+										    : si == 1 ? LYNN_DTYPE_F8_E4M3
+											      : LYNN_DTYPE_F32,
+										si < 2 ? 3 : 1, sh3, &err), 0);
+				}
+	}
+	ck_assert_msg(lynn_st_writer_finish(w, &err) == 0, "%s", err.msg);
+	lynn_st_writer_free(w);
+	char *a = lynn_path_join(qdir, "config.json"), *b = lynn_path_join(out, "config.json");
+	ck_assert_int_eq(lynn_file_copy(a, b, &err), 0);
+	free(a);
+	free(b);
+	lynn_nvfp4_scan_free(&sc);
+	free(ts);
+	lynn_ckpt_close(c);
+}
+
+/* Fused 3-D NVFP4 experts run exactly like the per-expert ones: the same
+ * bytes, viewed per expert, so the logits are identical. */
+START_TEST(test_runner_nvfp4_fused)
+{
+	char *q = quantize_tiny("qwen35moe-tiny-text-f32", _i ? "modelopt" : "compressed-tensors");
+	char *fz = lynn_path_join(q, "../fused");
+	struct lynn_err err = { 0 };
+	write_fused(q, fz, 4, 8, true);
+	struct lynn_st_file *refs = lynn_st_open(FIXTURES "/ref_logits.safetensors", &err);
+	ck_assert(refs != NULL);
+	const struct lynn_tensor *ids = lynn_st_find(refs, "ids.chat");
+	float *a = run_logits(q, ids), *b = run_logits(fz, ids);
+	int64_t TV = ids->n_elems * 513;
+	ck_assert_msg(memcmp(a, b, sizeof(float) * (size_t)TV) == 0,
+		      "fused-expert logits differ from per-expert ones");
+	/* a fused gate_up without its down_proj is refused, naming the tensor */
+	char *bad = lynn_path_join(q, "../fused-broken");
+	write_fused(q, bad, 4, 8, false);
+	struct lynn_model_opts o = { .n_threads = 1 };
+	struct lynn_model *m = lynn_model_open(bad, &o, &err);
+	ck_assert(m == NULL);
+	ck_assert_msg(strstr(err.msg, "experts.down_proj") != NULL, "%s", err.msg);
+	free(bad);
+	free(a);
+	free(b);
+	lynn_st_close(refs);
+	char *parent = strdup(q);
+	*strrchr(parent, '/') = 0;
+	lynn_rm_rf(parent);
+	free(parent);
+	free(fz);
+	free(q);
+}
+END_TEST
+
 /* ===== CUDA (tag "cuda") ===== */
 
 START_TEST(test_cuda_kernels)
@@ -789,6 +910,7 @@ Suite *nvfp4_suite(void)
 	tcase_add_loop_test(tq, test_quantize_folder, 0, 2);
 	tcase_add_test(tq, test_quantize_bad_input);
 	tcase_add_loop_test(tq, test_runner_nvfp4, 0, 2);
+	tcase_add_loop_test(tq, test_runner_nvfp4_fused, 0, 2);
 	suite_add_tcase(s, tq);
 	TCase *tg = tcase_create("cuda");
 	tcase_set_tags(tg, "cuda");

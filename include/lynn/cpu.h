@@ -37,6 +37,7 @@ enum lynn_cpu_isa lynn_cpu_best(void);
 const char *lynn_cpu_isa_name(enum lynn_cpu_isa isa);
 
 struct lynn_nvfp4_view;
+struct lynn_ggml_view;
 
 /* One product. x rows are ldx floats apart, y rows ldy floats apart.
  * With accumulate the product is added to y, else y is overwritten. */
@@ -51,6 +52,7 @@ struct lynn_mm {
 	int64_t n_tok;
 	bool accumulate;
 	const struct lynn_nvfp4_view *nv; /* NVFP4 weight (wdt/w unused): cpu_nvfp4.h */
+	const struct lynn_ggml_view *gg;  /* ggml-quantized weight (wdt/w unused): ggml_quants.h */
 };
 
 /* Is `dt` a weight dtype the kernels read? */

@@ -117,7 +117,7 @@ cJSON *lynn_qv_quality_json(const struct lynn_qv_quality *q);
 enum lynn_qv_source {
 	LYNN_QV_SRC_FOLDER = 0, /* in-process through the runner */
 	LYNN_QV_SRC_ENDPOINT,   /* OpenAI-compatible base URL(s) */
-	LYNN_QV_SRC_GGUF,       /* a .gguf file: no GGUF runner in lynn (LOAD_FAIL) */
+	LYNN_QV_SRC_GGUF,       /* a .gguf file, in-process through the runner (model_gguf.c) */
 	LYNN_QV_SRC_OUTPUTS,    /* offline: an outputs JSONL file */
 };
 /* "folder", "endpoint", "gguf", "outputs". */

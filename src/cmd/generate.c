@@ -24,7 +24,8 @@ static void usage(FILE *f)
 		"                     [--adapter DIR] [--threads N] [--device cpu] [-q|-v]\n\n"
 		"Generate from a prompt and stream it to stdout; stats (prompt tokens, time to\n"
 		"first token, decode tokens/s) go to stderr. Stops at max-tokens or an eos id\n"
-		"(generation_config.json, else config.json).\n\n"
+		"(generation_config.json, else config.json; a .gguf --model: its\n"
+		"tokenizer.ggml.eos/eot ids, tokenizer and tokenizer.chat_template).\n\n"
 		"  --ids \"1 2 3\"      the prompt as token ids (no tokenizer needed)\n"
 		"  --prompt TEXT      a user message (chat template unless --raw)\n"
 		"  --messages FILE    an OpenAI-style messages array (JSON)\n"
@@ -193,7 +194,8 @@ int cmd_generate(int argc, char **argv)
 	}
 	if (!print_ids && !lynn_engine_tok(eng)) {
 		lynn_errf(&err, -LYNN_ENOTFOUND,
-			  "generate: '%s' has no tokenizer.json: text output needs it (use --print-ids)",
+			  "generate: '%s' has no tokenizer (tokenizer.json, or a .gguf's "
+			  "tokenizer.ggml.*): text output needs it (use --print-ids)",
 			  model);
 		goto fail;
 	}

@@ -13,6 +13,7 @@
  */
 #include "lynn/cpu.h"
 #include "lynn/cpu_nvfp4.h"
+#include "lynn/ggml_quants.h"
 #include "lynn/util.h"
 
 #include <stdlib.h>
@@ -519,6 +520,10 @@ static void run_task(void *ud, int64_t i, int tid)
 				    m->accumulate);
 		return;
 	}
+	if (m->gg) {
+		lynn_ggml_rows(m->gg, m->x, m->ldx, m->n_tok, tk->r0, tk->r1, m->y, m->ldy, m->accumulate);
+		return;
+	}
 #if HAVE_X86
 	if (rn->isa == LYNN_CPU_AVX2) {
 		if (m->n_tok <= DECODE_MAX_TOK)
@@ -535,7 +540,8 @@ static void run_task(void *ud, int64_t i, int tid)
  * smaller when a call has too few blocks to feed the pool. */
 static int64_t block_rows(const struct lynn_mm *m, int64_t total_bytes, int n_threads)
 {
-	int64_t row_bytes = m->nv ? m->n_in * 9 / 16 : m->n_in * (int64_t)esize(m->wdt);
+	int64_t row_bytes = m->nv ? m->n_in * 9 / 16
+			    : m->gg ? (int64_t)m->gg->row_bytes : m->n_in * (int64_t)esize(m->wdt);
 	int64_t target = 64 * 1024;
 	if (n_threads > 1 && total_bytes / target < 4 * n_threads)
 		target = LYNN_MAX(total_bytes / (4 * n_threads), 4096);
@@ -554,7 +560,8 @@ void lynn_cpu_matmul_many(struct lynn_pool *pool, const struct lynn_mm *mm, int 
 	for (int j = 0; j < n; j++)
 		if (mm[j].n_tok > 0)
 			total += mm[j].n_out * (mm[j].nv ? mm[j].n_in * 9 / 16
-							 : mm[j].n_in * (int64_t)esize(mm[j].wdt));
+						: mm[j].gg ? (int64_t)mm[j].gg->row_bytes
+						: mm[j].n_in * (int64_t)esize(mm[j].wdt));
 	int64_t rows[n > 0 ? n : 1];
 	for (int j = 0; j < n; j++) {
 		rows[j] = block_rows(&mm[j], total, nt);

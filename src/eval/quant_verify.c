@@ -918,16 +918,21 @@ static int run_folder(struct lynn_qv_run *run, const struct lynn_qv_prompts *p,
 	double t0 = lynn_now();
 	struct lynn_engine *e;
 
-	if (!lynn_dir_exists(run->path)) {
+	bool gguf = run->source == LYNN_QV_SRC_GGUF;
+	if (gguf ? !lynn_file_exists(run->path) : !lynn_dir_exists(run->path)) {
 		char msg[300];
-		snprintf(msg, sizeof(msg), "quant-verify: model folder '%.200s' not found", run->path);
+		snprintf(msg, sizeof(msg), "quant-verify: %s '%.200s' not found",
+			 gguf ? "GGUF file" : "model folder", run->path);
 		return load_fail(run, -LYNN_ENOTFOUND, msg, err);
 	}
 	e = lynn_engine_open(run->path, &eo, &lerr);
 	if (e && (!lynn_engine_tok(e) || !lynn_engine_template(e))) {
 		lynn_errf(&lerr, -LYNN_ENOTFOUND, "quant-verify: '%.200s' has no %s", run->path,
-			  lynn_engine_tok(e) ? "chat template (chat_template.jinja or tokenizer_config.json)"
-					     : "tokenizer (tokenizer.json)");
+			  lynn_engine_tok(e)
+				  ? (gguf ? "chat template (tokenizer.chat_template)"
+					  : "chat template (chat_template.jinja or tokenizer_config.json)")
+				  : (gguf ? "tokenizer (tokenizer.ggml.model gpt2, tokens, merges)"
+					  : "tokenizer (tokenizer.json)"));
 		lynn_engine_close(e);
 		e = NULL;
 	}
@@ -968,13 +973,7 @@ int lynn_qv_run_generate(struct lynn_qv_run *run, const char *label, const char 
 	switch (run->source) {
 	case LYNN_QV_SRC_ENDPOINT:
 		return run_endpoint(run, p, o, err);
-	case LYNN_QV_SRC_GGUF: {
-		char msg[400];
-		snprintf(msg, sizeof(msg),
-			 "quant-verify: '%.200s': unsupported: lynn has no GGUF runner; serve the file "
-			 "(llama-server) and pass its URL", path);
-		return load_fail(run, -LYNN_EUNSUPPORTED, msg, err);
-	}
+	case LYNN_QV_SRC_GGUF: /* in-process: the runner binds .gguf files (model_gguf.c) */
 	default:
 		return run_folder(run, p, o, err);
 	}

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "lynn/fs.h"
+#include "lynn/gguf.h"
+#include "lynn/util.h"
 #include "lynn/lora.h"
 #include "lynn/progress.h"
 
@@ -26,6 +28,34 @@ struct lynn_engine {
 	struct lynn_lora *lora;
 };
 
+/* A .gguf file's tokenizer (tokenizer.ggml.*, when it has one: converters
+ * may write model "none") and chat template (tokenizer.chat_template). */
+static int gguf_text(struct lynn_engine *e, const char *path, struct lynn_err *err)
+{
+	struct lynn_gguf *g = lynn_gguf_open(path, err);
+	const char *s = NULL;
+	size_t n = 0;
+	int rc;
+	if (!g)
+		return err && err->code ? err->code : -LYNN_EFORMAT;
+	if ((rc = lynn_gguf_get_str(g, "tokenizer.ggml.model", false, &s, &n, err)))
+		goto out;
+	if (!s || (n == 4 && !memcmp(s, "none", 4)))
+		goto out;
+	if (!(e->tok = lynn_tok_load(path, err))) {
+		rc = err && err->code ? err->code : -LYNN_EFORMAT;
+		goto out;
+	}
+	s = NULL;
+	if ((rc = lynn_gguf_get_str(g, "tokenizer.chat_template", false, &s, &n, err)) || !s)
+		goto out;
+	if (!(e->tmpl = lynn_chat_template_from_string(path, s, n, NULL, NULL, err)))
+		rc = err && err->code ? err->code : -LYNN_EFORMAT;
+out:
+	lynn_gguf_close(g);
+	return rc;
+}
+
 struct lynn_engine *lynn_engine_open(const char *model_dir, const struct lynn_engine_opts *opts,
 				     struct lynn_err *err)
 {
@@ -43,6 +73,11 @@ struct lynn_engine *lynn_engine_open(const char *model_dir, const struct lynn_en
 	if (opts && opts->adapter && !(e->lora = lynn_model_lora_load(e->model, opts->adapter, err)))
 		goto fail;
 	/* tokenizer and template are optional (ids-only use) */
+	if (lynn_str_ends_with(model_dir, ".gguf") || lynn_str_ends_with(model_dir, ".GGUF")) {
+		if (gguf_text(e, model_dir, err))
+			goto fail;
+		return e;
+	}
 	tj = lynn_path_join(model_dir, "tokenizer.json");
 	if (tj && lynn_file_exists(tj)) {
 		e->tok = lynn_tok_load(model_dir, err);

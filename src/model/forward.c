@@ -122,7 +122,7 @@ static struct lynn_mm mmj(const struct lin *l, const float *x, int64_t ldx, floa
 {
 	return (struct lynn_mm){ .wdt = l->dt, .w = l->w, .n_out = l->n_out, .n_in = l->n_in,
 				 .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n_tok = n_tok,
-				 .nv = l->is_nv ? &l->nv : NULL };
+				 .nv = l->is_nv ? &l->nv : NULL, .gg = l->is_gg ? &l->gg : NULL };
 }
 
 /* Run the products; then for each linear with an enabled adapter add
@@ -287,7 +287,8 @@ static void delta_task(void *ud, int64_t h, int tid)
 	const struct lynn_model *m = c->m;
 	const struct layer *L = &m->layers[c->li];
 	struct scratch *s = c->s;
-	int dk = m->dk, dv = m->dv, cd = m->conv_dim, kh = (int)h / (m->Hv / m->Hk);
+	int dk = m->dk, dv = m->dv, cd = m->conv_dim;
+	int kh = m->v_tiled ? (int)h % m->Hk : (int)h / (m->Hv / m->Hk); /* tiled: GGUF (§2.4) */
 	float qn[dk], kn[dk];
 	float eps = (float)m->cfg.rms_eps, qscale = 1.0f / sqrtf((float)dk);
 	(void)tid;
@@ -544,7 +545,11 @@ static int forward_chunk(struct lynn_model *m, struct arena *ar, int64_t n, stru
 
 	float eps = (float)c->rms_eps;
 	for (int64_t i = 0; i < n; i++)
-		lynn_cpu_row_to_f32(m->embed_dt, m->embed, ids[i], m->H, s.x + i * m->H);
+		if (m->embed_is_gg)
+			lynn_ggml_dequant(m->embed_gg.type, m->embed_gg.data + ids[i] * m->embed_gg.row_bytes,
+					  m->H, s.x + i * m->H);
+		else
+			lynn_cpu_row_to_f32(m->embed_dt, m->embed, ids[i], m->H, s.x + i * m->H);
 	for (int li = 0; li < c->n_layers; li++) {
 		const struct layer *L = &m->layers[li];
 		for (int64_t i = 0; i < n; i++)

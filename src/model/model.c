@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lynn/gguf.h"
 #include "lynn/lora.h"
 #include "lynn/util.h"
 #include "model_int.h"
@@ -50,55 +51,86 @@ static int check_shape(struct binder *b, const struct lynn_tensor *t, int nd, co
 	return 0;
 }
 
-/* An NVFP4 linear "<module>.weight" stored as compressed-tensors
- * (weight_packed) or ModelOpt (U8 weight) companions: *found false when
- * neither is there. */
-static int bind_nvfp4(struct binder *b, struct lin *l, const char *name, int64_t n_out,
-		      int64_t n_in, bool *found)
+/* The NVFP4 companions of "<module>.weight" stored as compressed-tensors
+ * (weight_packed) or ModelOpt (U8 weight), 2-D or fused 3-D (a leading
+ * expert dimension): returns the format, NONE when neither is there. */
+static enum lynn_nvfp4_format find_nvfp4(struct binder *b, const char *name,
+					 struct lynn_nvfp4_linear *L)
 {
-	struct lynn_nvfp4_linear L = { 0 };
 	enum lynn_nvfp4_format f = LYNN_NVFP4_CT;
 	const struct lynn_nvfp4_suffixes *sx;
 	size_t bl = strlen(name) - strlen(".weight");
 	char nm[300];
-	int rc;
 
-	*found = false;
-	if (bl >= sizeof L.base || !strstr(name, ".weight"))
-		return 0;
-	memcpy(L.base, name, bl);
-	snprintf(nm, sizeof nm, "%s.weight_packed", L.base);
-	L.weight = lynn_ckpt_find_decoder(b->m->ckpt, nm);
-	if (!L.weight) {
-		L.weight = lynn_ckpt_find_decoder(b->m->ckpt, name);
-		if (!L.weight || L.weight->dtype != LYNN_DTYPE_U8)
-			return 0;
+	memset(L, 0, sizeof *L);
+	if (bl >= sizeof L->base || !strstr(name, ".weight"))
+		return LYNN_NVFP4_NONE;
+	memcpy(L->base, name, bl);
+	snprintf(nm, sizeof nm, "%s.weight_packed", L->base);
+	L->weight = lynn_ckpt_find_decoder(b->m->ckpt, nm);
+	if (!L->weight) {
+		L->weight = lynn_ckpt_find_decoder(b->m->ckpt, name);
+		if (!L->weight || L->weight->dtype != LYNN_DTYPE_U8)
+			return LYNN_NVFP4_NONE;
 		f = LYNN_NVFP4_MODELOPT;
 	}
-	*found = true;
 	sx = lynn_nvfp4_suffixes(f);
-	snprintf(nm, sizeof nm, "%s.%s", L.base, sx->scale);
-	L.scale = lynn_ckpt_find_decoder(b->m->ckpt, nm);
-	snprintf(nm, sizeof nm, "%s.%s", L.base, sx->global);
-	L.global = lynn_ckpt_find_decoder(b->m->ckpt, nm);
-	L.n = L.weight->n_dims == 2 ? L.weight->shape[0] : 0;
-	L.k = L.weight->n_dims == 2 ? 2 * L.weight->shape[1] : 0;
-	if (L.n != n_out || L.k != n_in)
-		return lynn_errf(b->err, -LYNN_EFORMAT,
-				 "model: nvfp4 '%s': [%lld, %lld] unpacked, expected [%lld, %lld]",
-				 L.base, (long long)L.n, (long long)L.k, (long long)n_out,
-				 (long long)n_in);
-	if ((rc = lynn_nvfp4_view_init(&l->nv, f, &L, 0, b->err)))
+	snprintf(nm, sizeof nm, "%s.%s", L->base, sx->scale);
+	L->scale = lynn_ckpt_find_decoder(b->m->ckpt, nm);
+	snprintf(nm, sizeof nm, "%s.%s", L->base, sx->global);
+	L->global = lynn_ckpt_find_decoder(b->m->ckpt, nm);
+	const int nd = L->weight->n_dims;
+	if (nd == 2 || nd == 3) {
+		L->n_experts = nd == 3 ? L->weight->shape[0] : 0;
+		L->n = L->weight->shape[nd - 2];
+		L->k = 2 * L->weight->shape[nd - 1];
+	}
+	return f;
+}
+
+/* Rows [row0, row0 + rows) of expert e of a found NVFP4 linear as `l`. */
+static int lin_nvfp4(struct binder *b, struct lin *l, enum lynn_nvfp4_format f,
+		     const struct lynn_nvfp4_linear *L, int64_t e, int64_t row0, int64_t rows,
+		     const char *name)
+{
+	int rc = lynn_nvfp4_view_init(&l->nv, f, L, e, b->err);
+	if (rc)
 		return rc;
+	l->nv.packed += row0 * (L->k / 2);
+	l->nv.scales += row0 * (L->k / 16);
+	l->nv.n = rows;
 	l->is_nv = true;
 	l->dt = LYNN_DTYPE_U8;
-	l->w = L.weight->data;
-	l->n_out = n_out;
-	l->n_in = n_in;
+	l->w = l->nv.packed;
+	l->n_out = rows;
+	l->n_in = L->k;
 	l->name = strdup(name);
 	if (!l->name)
 		return lynn_errf(b->err, -LYNN_ENOMEM, "model: out of memory");
 	return 0;
+}
+
+static int nvfp4_shape_error(struct binder *b, const struct lynn_nvfp4_linear *L, int64_t ne,
+			     int64_t n, int64_t k)
+{
+	return lynn_errf(b->err, -LYNN_EFORMAT,
+			 "model: nvfp4 '%s': [%lld, %lld, %lld] (experts, rows, unpacked columns), "
+			 "expected [%lld, %lld, %lld]", L->base, (long long)L->n_experts,
+			 (long long)L->n, (long long)L->k, (long long)ne, (long long)n, (long long)k);
+}
+
+/* An NVFP4 2-D linear "<module>.weight": *found false when it is not one. */
+static int bind_nvfp4(struct binder *b, struct lin *l, const char *name, int64_t n_out,
+		      int64_t n_in, bool *found)
+{
+	struct lynn_nvfp4_linear L;
+	enum lynn_nvfp4_format f = find_nvfp4(b, name, &L);
+	*found = f != LYNN_NVFP4_NONE;
+	if (!*found)
+		return 0;
+	if (L.n_experts || L.n != n_out || L.k != n_in)
+		return nvfp4_shape_error(b, &L, 0, n_out, n_in);
+	return lin_nvfp4(b, l, f, &L, 0, 0, n_out, name);
 }
 
 static int bind_lin(struct binder *b, struct lin *l, const char *name, int64_t n_out, int64_t n_in)
@@ -158,6 +190,27 @@ static int bind_experts(struct binder *b, struct layer *L, int li)
 	L->ed = calloc((size_t)m->E, sizeof *L->ed);
 	if (!L->eg || !L->eu || !L->ed)
 		return lynn_errf(b->err, -LYNN_ENOMEM, "model: out of memory");
+	struct lynn_nvfp4_linear G, D;
+	enum lynn_nvfp4_format f = find_nvfp4(b, NAME("layers.%d.mlp.experts.gate_up_proj.weight", li), &G);
+	if (f != LYNN_NVFP4_NONE) { /* fused 3-D NVFP4: gate_up [E, 2I, H/2], down [E, H, I/2] */
+		if (G.n_experts != m->E || G.n != 2 * (int64_t)m->I || G.k != m->H)
+			return nvfp4_shape_error(b, &G, m->E, 2 * (int64_t)m->I, m->H);
+		if (find_nvfp4(b, NAME("layers.%d.mlp.experts.down_proj.weight", li), &D) != f)
+			return lynn_errf(b->err, -LYNN_ENOTFOUND,
+					 "model: '%s': missing the NVFP4 tensor '%s' (in the format of '%s')",
+					 b->path, nm, G.base);
+		if (D.n_experts != m->E || D.n != m->H || D.k != m->I)
+			return nvfp4_shape_error(b, &D, m->E, m->H, m->I);
+		for (int e = 0; e < m->E; e++) /* per-expert names, for LoRA lookup */
+			if ((rc = lin_nvfp4(b, &L->eg[e], f, &G, e, 0, m->I,
+					    NAME("layers.%d.mlp.experts.%d.gate_proj.weight", li, e))) ||
+			    (rc = lin_nvfp4(b, &L->eu[e], f, &G, e, m->I, m->I,
+					    NAME("layers.%d.mlp.experts.%d.up_proj.weight", li, e))) ||
+			    (rc = lin_nvfp4(b, &L->ed[e], f, &D, e, 0, m->H,
+					    NAME("layers.%d.mlp.experts.%d.down_proj.weight", li, e))))
+				return rc;
+		return 0;
+	}
 	const struct lynn_tensor *gu =
 		lynn_ckpt_find_decoder(m->ckpt, NAME("layers.%d.mlp.experts.gate_up_proj", li));
 	if (gu) { /* fused 3-D: gate_up [E, 2I, H], down [E, H, I] (§2.2) */
@@ -173,12 +226,13 @@ static int bind_experts(struct binder *b, struct layer *L, int li)
 		size_t gs = lynn_dtype_size(gu->dtype), ds = lynn_dtype_size(dn->dtype);
 		for (int e = 0; e < m->E; e++) {
 			const char *base = (const char *)gu->data + (size_t)e * 2 * m->I * m->H * gs;
-			L->eg[e] = (struct lin){ gu->dtype, base, m->I, m->H, NULL, false, { 0 }, false, { 0 } };
+			L->eg[e] = (struct lin){ gu->dtype, base, m->I, m->H, NULL, false, { 0 }, false,
+						 { 0 }, false, { 0 } };
 			L->eu[e] = (struct lin){ gu->dtype, base + (size_t)m->I * m->H * gs, m->I, m->H,
-						 NULL, false, { 0 }, false, { 0 } };
+						 NULL, false, { 0 }, false, { 0 }, false, { 0 } };
 			L->ed[e] = (struct lin){ dn->dtype,
 						 (const char *)dn->data + (size_t)e * m->H * m->I * ds,
-						 m->H, m->I, NULL, false, { 0 }, false, { 0 } };
+						 m->H, m->I, NULL, false, { 0 }, false, { 0 }, false, { 0 } };
 			L->eg[e].name = strdup(NAME("layers.%d.mlp.experts.%d.gate_proj.weight", li, e));
 			L->eu[e].name = strdup(NAME("layers.%d.mlp.experts.%d.up_proj.weight", li, e));
 			L->ed[e].name = strdup(NAME("layers.%d.mlp.experts.%d.down_proj.weight", li, e));
@@ -258,18 +312,9 @@ static int bind_layer(struct binder *b, int li)
 
 /* ===== open / close ===== */
 
-struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opts *opts,
-				   struct lynn_err *err)
+int lynn_model_setup(struct lynn_model *m, const char *path, const struct lynn_model_opts *opts,
+		     struct lynn_err *err)
 {
-	struct lynn_model *m = calloc(1, sizeof *m);
-	struct binder b = { m, path, err };
-	int rc;
-	if (!m) {
-		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
-		return NULL;
-	}
-	if ((rc = lynn_config_load(&m->cfg, path, err)))
-		goto fail;
 	const struct lynn_config *c = &m->cfg;
 	m->H = c->hidden_size;
 	m->V = c->vocab_size;
@@ -288,26 +333,53 @@ struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opt
 	m->Is = c->shared_inter;
 	/* bounds that keep per-token scratch and stack arrays small */
 	if (c->n_layers > 4096 || m->E > 4096 || m->H > (1 << 20) || m->V > (1 << 24) ||
-	    m->hd > 4096 || m->dk > 4096 || m->dv > 4096 || m->K > 64) {
-		lynn_errf(err, -LYNN_EUNSUPPORTED, "model: '%s': config sizes beyond the runner's limits "
-			  "(layers %d, experts %d, hidden %d, vocab %d, head dims %d/%d/%d, conv %d)", path,
-			  c->n_layers, m->E, m->H, m->V, m->hd, m->dk, m->dv, m->K);
-		goto fail;
-	}
+	    m->hd > 4096 || m->dk > 4096 || m->dv > 4096 || m->K > 64)
+		return lynn_errf(err, -LYNN_EUNSUPPORTED, "model: '%s': config sizes beyond the runner's "
+				 "limits (layers %d, experts %d, hidden %d, vocab %d, head dims %d/%d/%d, "
+				 "conv %d)", path, c->n_layers, m->E, m->H, m->V, m->hd, m->dk, m->dv, m->K);
 	if (m->topk > m->E || m->K < 1 || c->rot_dim > m->hd || c->rot_dim % 2 || m->Hv % m->Hk ||
-	    m->nh % m->nkv) {
-		lynn_errf(err, -LYNN_EFORMAT, "model: '%s': inconsistent config (experts_per_tok, "
-			  "conv kernel, rotary dim or head counts)", path);
-		goto fail;
-	}
-	m->ckpt = lynn_ckpt_open(path, err);
-	if (!m->ckpt)
-		goto fail;
+	    m->nh % m->nkv)
+		return lynn_errf(err, -LYNN_EFORMAT, "model: '%s': inconsistent config (experts_per_tok, "
+				 "conv kernel, rotary dim or head counts)", path);
 	m->n_threads = opts && opts->n_threads > 0 ? opts->n_threads : lynn_ncpu();
 	m->isa = opts ? opts->isa : LYNN_CPU_AUTO;
 	if (m->isa == LYNN_CPU_AUTO || !lynn_cpu_has(m->isa))
 		m->isa = lynn_cpu_best();
 	m->lora_on = true;
+	return 0;
+}
+
+int lynn_model_finish(struct lynn_model *m, struct lynn_err *err)
+{
+	const struct lynn_config *c = &m->cfg;
+	/* RoPE: inv_freq[i] = theta^(-2i/d_rot) in f32 (§1.4) */
+	int nf = c->rot_dim / 2;
+	m->inv_freq = malloc((size_t)(nf > 0 ? nf : 1) * sizeof *m->inv_freq);
+	if (!m->inv_freq)
+		return lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
+	for (int i = 0; i < nf; i++) /* torch: 1 / theta ** (arange(0, d, 2).float() / d) */
+		m->inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(float)(2.0f * i / c->rot_dim)));
+	m->pool = lynn_pool_create(m->n_threads, err);
+	return m->pool ? 0 : (err && err->code ? err->code : -LYNN_ENOMEM);
+}
+
+struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opts *opts,
+				   struct lynn_err *err)
+{
+	if (lynn_model_path_is_gguf(path))
+		return lynn_model_open_gguf(path, opts, err);
+	struct lynn_model *m = calloc(1, sizeof *m);
+	struct binder b = { m, path, err };
+	if (!m) {
+		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
+		return NULL;
+	}
+	if (lynn_config_load(&m->cfg, path, err) || lynn_model_setup(m, path, opts, err))
+		goto fail;
+	const struct lynn_config *c = &m->cfg;
+	m->ckpt = lynn_ckpt_open(path, err);
+	if (!m->ckpt)
+		goto fail;
 
 	/* embeddings, final norm, lm_head */
 	const struct lynn_tensor *emb = find(&b, "embed_tokens.weight");
@@ -325,7 +397,7 @@ struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opt
 			goto fail;
 	} else {
 		m->lm_head = (struct lin){ emb->dtype, emb->data, m->V, m->H, strdup("lm_head.weight"),
-					   false, { 0 }, false, { 0 } };
+					   false, { 0 }, false, { 0 }, false, { 0 } };
 	}
 	m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
 	if (!m->layers) {
@@ -335,17 +407,7 @@ struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opt
 	for (int li = 0; li < c->n_layers; li++)
 		if (bind_layer(&b, li))
 			goto fail;
-	/* RoPE: inv_freq[i] = theta^(-2i/d_rot) in f32 (§1.4) */
-	int nf = c->rot_dim / 2;
-	m->inv_freq = malloc((size_t)(nf > 0 ? nf : 1) * sizeof *m->inv_freq);
-	if (!m->inv_freq) {
-		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
-		goto fail;
-	}
-	for (int i = 0; i < nf; i++) /* torch: 1 / theta ** (arange(0, d, 2).float() / d) */
-		m->inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(float)(2.0f * i / c->rot_dim)));
-	m->pool = lynn_pool_create(m->n_threads, err);
-	if (!m->pool)
+	if (lynn_model_finish(m, err))
 		goto fail;
 	return m;
 fail:
@@ -386,6 +448,7 @@ void lynn_model_close(struct lynn_model *m)
 	free(m->arena);
 	lynn_pool_free(m->pool);
 	lynn_ckpt_close(m->ckpt);
+	lynn_gguf_close(m->gguf);
 	lynn_config_release(&m->cfg);
 	free(m);
 }
@@ -399,12 +462,15 @@ static uint64_t lin_bytes(const struct lin *l)
 {
 	if (l->is_nv)
 		return (uint64_t)l->n_out * (uint64_t)l->n_in * 9 / 16;
+	if (l->is_gg)
+		return (uint64_t)l->n_out * l->gg.row_bytes;
 	return (uint64_t)l->n_out * (uint64_t)l->n_in * lynn_dtype_size(l->dt);
 }
 
 uint64_t lynn_model_active_bytes(const struct lynn_model *m)
 {
-	uint64_t s = (uint64_t)m->H * lynn_dtype_size(m->embed_dt) + lin_bytes(&m->lm_head);
+	uint64_t s = (m->embed_is_gg ? m->embed_gg.row_bytes : (uint64_t)m->H * lynn_dtype_size(m->embed_dt)) +
+		     lin_bytes(&m->lm_head);
 	for (int li = 0; li < m->cfg.n_layers; li++) {
 		const struct layer *L = &m->layers[li];
 		if (L->type == LYNN_LAYER_FULL)
@@ -540,6 +606,11 @@ int lynn_model_lora_attach(struct lynn_model *m, const struct lynn_lora *lora, s
 
 struct lynn_lora *lynn_model_lora_load(struct lynn_model *m, const char *dir, struct lynn_err *err)
 {
+	if (!m->ckpt) {
+		lynn_errf(err, -LYNN_EUNSUPPORTED, "model: LoRA adapters need a safetensors model "
+			  "folder, not a GGUF file");
+		return NULL;
+	}
 	struct lynn_lora *l = lynn_lora_open(dir, err);
 	if (!l)
 		return NULL;

@@ -6,6 +6,7 @@
 #include "lynn/config.h"
 #include "lynn/cpu.h"
 #include "lynn/cpu_nvfp4.h"
+#include "lynn/ggml_quants.h"
 #include "lynn/model.h"
 #include "lynn/pool.h"
 #include "lynn/st.h"
@@ -20,6 +21,8 @@ struct lin {
 	struct lynn_lora_ref lora;
 	bool is_nv;                  /* NVFP4 (src/formats/nvfp4.c): nv, not dt/w */
 	struct lynn_nvfp4_view nv;
+	bool is_gg;                  /* ggml-quantized (GGUF, model_gguf.c): gg, not dt/w */
+	struct lynn_ggml_view gg;
 };
 
 struct layer {
@@ -43,13 +46,17 @@ struct layer {
 
 struct lynn_model {
 	struct lynn_config cfg;
-	struct lynn_ckpt *ckpt;
+	struct lynn_ckpt *ckpt;      /* NULL for a GGUF model */
+	struct lynn_gguf *gguf;      /* GGUF model (model_gguf.c), else NULL */
+	bool v_tiled;                /* DeltaNet v-heads in ggml's tiled order (GGUF, §2.4) */
 	struct lynn_pool *pool;
 	enum lynn_cpu_isa isa;
 	int n_threads;
 	struct layer *layers;
 	enum lynn_dtype embed_dt;
 	const void *embed;           /* (V, H) */
+	bool embed_is_gg;            /* quantized embedding (GGUF): embed_gg */
+	struct lynn_ggml_view embed_gg;
 	float *final_norm;           /* (H) 1 + w */
 	struct lin lm_head;
 	float *inv_freq;             /* (rot_dim / 2) */
@@ -68,5 +75,15 @@ struct lynn_seq {
 	float **conv;                /* per layer (linear only): (K - 1, conv_dim), oldest first */
 	float **rec;                 /* per layer (linear only): (Hv, dk, dv) */
 };
+
+/* model.c: sizes from m->cfg, checks, threads/ISA (before binding); RoPE
+ * table and pool (after). model_gguf.c shares them. */
+int lynn_model_setup(struct lynn_model *m, const char *path, const struct lynn_model_opts *opts,
+		     struct lynn_err *err);
+int lynn_model_finish(struct lynn_model *m, struct lynn_err *err);
+/* model_gguf.c: open a .gguf file (llama.cpp's qwen35moe). */
+struct lynn_model *lynn_model_open_gguf(const char *path, const struct lynn_model_opts *opts,
+					struct lynn_err *err);
+bool lynn_model_path_is_gguf(const char *path);
 
 #endif

@@ -8,6 +8,7 @@ sh tests/bench/bench_inspect.sh
 sh tests/bench/runner.sh
 sh tests/bench/bench_eval.sh 50
 sh tests/bench/llama_cpp.sh
+sh tests/bench/gguf.sh
 sh tests/bench/cpu_nvfp4.sh
 sh tests/bench/jinja.sh
 sh tests/bench/bench_pack.sh

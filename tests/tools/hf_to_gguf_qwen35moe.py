@@ -124,7 +124,7 @@ def main():
     dt, a = get("embed_tokens.weight")
     put("token_embd.weight", dt, a)
     dt, a = get("norm.weight")
-    put("output_norm.weight", dt, f32(dt, a) + 1, vec=True)
+    put("output_norm.weight", "F32", f32(dt, a) + 1, vec=True)
     dt, a = get("lm_head.weight")
     put("output.weight", dt, a)
     for i in range(L):
