@@ -32,7 +32,9 @@
  *    exactly when the items at i and j agree up to m; both positions drop
  *    out and the item comparison replaces the hash probes.
  * Most n-grams of order ≥ 2 end in one of the two cases, so few positions
- * reach the high orders. The inner loops are branch-free apart from the
+ * reach the high orders. With ≤ DIRECT_SYMS symbols, orders 1 and 2 skip
+ * the hashing (bigram records indexed directly) and the classes of order 2
+ * are the bigram indices. The inner loops are branch-free apart from the
  * (rare) probe collisions.
  */
 #define HASH_MUL 0x9E3779B97F4A7C15ULL
