@@ -32,17 +32,12 @@
  *    exactly when the items at i and j agree up to m; both positions drop
  *    out and the item comparison replaces the hash probes.
  * Most n-grams of order ≥ 2 end in one of the two cases, so few positions
- * reach the high orders. The inner loops are branch-free apart from the
+ * reach the high orders. With ≤ DIRECT_SYMS symbols, orders 1 and 2 skip
+ * the hashing (bigram records indexed directly) and the classes of order 2
+ * are the bigram indices. The inner loops are branch-free apart from the
  * (rare) probe collisions.
  */
 #define HASH_MUL 0x9E3779B97F4A7C15ULL
-
-/* 1 when a != 0, as arithmetic: the probe tests below must compile to one
- * branch (taken on a collision only) and no data-dependent jump. */
-static inline uint64_t nz64(uint64_t a)
-{
-	return (a | (0 - a)) >> 63;
-}
 
 struct ngram_ent {
 	uint64_t key; /* (prev class + 1) << 32 | item; 0 = empty slot */
@@ -51,7 +46,7 @@ struct ngram_ent {
 
 /* A buffer of `slot` that is all-zero whenever it is handed out: the caller
  * empties every entry it fills before returning, so only a fresh allocation
- * needs clearing. */
+ * needs clearing (and any layout of the buffer works on the next call). */
 static void *clean_buf(struct lynn_score_ctx *ctx, enum score_slot slot, size_t bytes,
 		       struct lynn_err *err)
 {
@@ -63,6 +58,121 @@ static void *clean_buf(struct lynn_score_ctx *ctx, enum score_slot slot, size_t 
 	return p;
 }
 
+/* The probe loops run while the slot holds neither the key nor 0. Keys are
+ * below 2^63 (classes < 2^31, checked by the caller), so x - 1 has its top
+ * bit set exactly when x is 0: one test, no branch on which case ended it. */
+static inline bool probe_on(uint64_t x, uint64_t key)
+{
+	return (int64_t)((x - 1) | ((x ^ key) - 1)) >= 0;
+}
+
+/* Order n on the reference side: the class of each alive position's n-gram
+ * (prev class id[k], item sym[pos[k]], sym = ref + n - 1), created in
+ * order of first appearance; counts in cnt (zero on entry). Returns the
+ * number of slots filled, listed in made. */
+static size_t probe_ref(struct ngram_ent *t, size_t mask, unsigned shift, const uint32_t *sym,
+			const uint32_t *pos, uint32_t *id, size_t na, uint32_t *cnt, uint32_t *made)
+{
+	size_t nmade = 0;
+	for (size_t k = 0; k < na; k++) {
+		uint64_t key = ((uint64_t)id[k] + 1) << 32 | sym[pos[k]];
+		size_t p = (size_t)((key * HASH_MUL) >> shift);
+		uint64_t x = t[p].key;
+		uint32_t fresh, c;
+		while (probe_on(x, key)) {
+			p = (p + 1) & mask;
+			x = t[p].key;
+		}
+		fresh = x == 0;
+		c = t[p].cls;
+		c ^= (c ^ (uint32_t)nmade) & (0u - fresh); /* no branch: fresh is unpredictable */
+		t[p].key = key;
+		t[p].cls = c;
+		made[nmade] = (uint32_t)p;
+		nmade += fresh;
+		cnt[c]++;
+		id[k] = c;
+	}
+	return nmade;
+}
+
+/* The hypothesis side: classes looked up (a miss goes to the sink class
+ * `sink`), clipped matches returned; hyp counts in cnth (zero on entry),
+ * the last position of each class in last. */
+static int64_t probe_hyp(const struct ngram_ent *t, size_t mask, unsigned shift, const uint32_t *sym,
+			 const uint32_t *pos, uint32_t *id, size_t na, const uint32_t *cntr,
+			 uint32_t *cnth, uint32_t *last, uint32_t sink)
+{
+	int64_t match = 0;
+	for (size_t k = 0; k < na; k++) {
+		uint64_t key = ((uint64_t)id[k] + 1) << 32 | sym[pos[k]];
+		size_t p = (size_t)((key * HASH_MUL) >> shift);
+		uint64_t x = t[p].key;
+		uint32_t c;
+		while (probe_on(x, key)) {
+			p = (p + 1) & mask;
+			x = t[p].key;
+		}
+		c = t[p].cls;
+		c ^= (c ^ sink) & (0u - (uint32_t)(x == 0));
+		match += cnth[c] < cntr[c];
+		cnth[c]++;
+		last[c] = pos[k];
+		id[k] = c;
+	}
+	return match;
+}
+
+/* Bigram tables are direct-indexed (a * nsym + b) up to this many symbols. */
+#define DIRECT_SYMS 256
+
+/* A bigram's counts (zero between calls) and last hyp position, together
+ * so that one cache line serves all three. */
+struct bigram {
+	uint32_t r, h, last, pad;
+};
+
+/* Orders 1 and 2 (nr ≥ 2, nsym ≤ DIRECT_SYMS) into v[0..6): counts per
+ * symbol in cr1/ch1 (cleared here), per bigram a * nsym + b in bg (counts
+ * zero on entry; the caller empties them); the symbols as bytes to h8/r8. */
+static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t nr, size_t nsym,
+		    uint32_t *cr1, uint32_t *ch1, struct bigram *bg, uint8_t *h8, uint8_t *r8,
+		    int64_t *v)
+{
+	int64_t m1 = 0, m2 = 0;
+	uint32_t s = (uint32_t)nsym;
+	memset(cr1, 0, nsym * sizeof *cr1);
+	memset(ch1, 0, nsym * sizeof *ch1);
+	for (size_t j = 0; j + 1 < nr; j++) {
+		uint32_t c = ref[j];
+		r8[j] = (uint8_t)c;
+		cr1[c]++;
+		bg[c * s + ref[j + 1]].r++;
+	}
+	r8[nr - 1] = (uint8_t)ref[nr - 1];
+	cr1[ref[nr - 1]]++;
+	for (size_t i = 0; i + 1 < nh; i++) {
+		uint32_t c = hyp[i];
+		struct bigram *g = bg + c * s + hyp[i + 1];
+		h8[i] = (uint8_t)c;
+		m1 += ch1[c] < cr1[c];
+		ch1[c]++;
+		m2 += g->h < g->r;
+		g->h++;
+		g->last = (uint32_t)i;
+	}
+	if (nh) {
+		h8[nh - 1] = (uint8_t)hyp[nh - 1];
+		m1 += ch1[hyp[nh - 1]] < cr1[hyp[nh - 1]];
+	}
+	v[0] = (int64_t)nh;
+	v[1] = (int64_t)nr;
+	v[2] = m1;
+	v[3] = nh >= 2 ? (int64_t)nh - 1 : 0;
+	v[4] = (int64_t)nr - 1;
+	v[5] = m2;
+}
+
 /* v[3(n-1)..] = (hyp n-grams, ref n-grams, clipped matches) for n = 1..max_order
  * over symbol sequences hyp[0..nh) and ref[0..nr), symbols < nsym. */
 static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t nh,
@@ -71,83 +181,156 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 {
 	/* alive positions and the class of their current n-gram */
 	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj;
+	struct bigram *bg;
+	uint8_t *h8, *r8;
+	bool direct;
+	int n0 = 2;
 	struct ngram_ent *t;
-	size_t ncls, tcap, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
-	int64_t match = 0;
+	size_t ncls, tcap, nbg, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
+	int64_t match = 0, settled = 0, diff[LYNN_CHRF_MAX_CHAR_ORDER + 2] = {0};
 
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
 	if (nr == 0)
 		return 0; /* no reference n-gram of any order: all counts 0 */
+	if (nr >= 0x7FFFFFFF || nh >= 0x7FFFFFFF)
+		return lynn_errf(err, -LYNN_EINVAL, "chrf: input of %zu items too long (2^31 at most)",
+				 nr > nh ? nr : nh);
+	/* orders 1 and 2 counted directly when bigrams fit a small table */
+	direct = max_order >= 2 && nr >= 2 && nsym <= DIRECT_SYMS;
 	ncls = (nsym > nr ? nsym : nr) + 2;
-	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh, err);
-	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr, err);
+	/* after the position lists: the symbols as bytes (direct only), padded */
+	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh + nh + 16, err);
+	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr + nr + 16, err);
 	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
 	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory) */
 	tcap = pow2_at_least((nr <= 65536 ? 8 : 2) * nr + 8);
-	t = cr ? clean_buf(ctx, SLOT_NGRAM, tcap * sizeof *t, err) : NULL;
-	if (!t)
+	/* the bigram records (direct only), then the table: all zero between
+	 * calls, whatever the layout of the previous call */
+	nbg = direct ? nsym * nsym : 0;
+	bg = cr ? clean_buf(ctx, SLOT_NGRAM, nbg * sizeof *bg + tcap * sizeof *t, err) : NULL;
+	if (!bg)
 		return -LYNN_ENOMEM;
+	t = (struct ngram_ent *)(bg + nbg);
 	idh = posh + nh + 1;
 	idr = posr + nr + 1;
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
 	pi = made + nr + 1;
 	pj = pi + nr + 1;
+	h8 = (uint8_t *)(idh + nh + 1);
+	r8 = (uint8_t *)(pj + nr + 1);
 	chc = cr + ncls;
 	hpos = chc + ncls;
 
-	/* order 1: the classes are the symbols themselves */
-	memset(cr, 0, nsym * sizeof *cr);
-	memset(chc, 0, nsym * sizeof *chc);
-	for (size_t j = 0; j < nr; j++)
-		cr[ref[j]]++;
-	for (size_t i = 0; i < nh; i++) {
-		uint32_t c = hyp[i];
-		match += chc[c] < cr[c];
-		chc[c]++;
-		hpos[c] = (uint32_t)i;
-	}
-	v[0] = (int64_t)nh;
-	v[1] = (int64_t)nr;
-	v[2] = match;
-	for (size_t j = 0; j < nr; j++) {
-		uint32_t c = ref[j], h = chc[c], r = cr[c];
-		posr[nar] = (uint32_t)j;
-		idr[nar] = c;
-		nar += (h != 0) & (h + r != 2);
-		pi[np] = hpos[c];
-		pj[np] = (uint32_t)j;
-		np += (h == 1) & (r == 1);
-	}
-	for (size_t i = 0; i < nh; i++) {
-		uint32_t c = hyp[i], r = cr[c];
-		posh[nah] = (uint32_t)i;
-		idh[nah] = c;
-		nah += (r != 0) & (r + chc[c] != 2);
+	if (direct) {
+		n0 = 3;
+		order12(hyp, nh, ref, nr, nsym, cr, chc, bg, h8, r8, v);
+		memset(h8 + nh, 0, 8);
+		memset(r8 + nr, 0, 8);
+		/* alive bigrams (class = its table index) and settled pairs */
+		for (size_t j = 0; j + 1 < nr; j++) {
+			uint32_t c = ref[j] * (uint32_t)nsym + ref[j + 1];
+			uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
+			posr[nar] = (uint32_t)j;
+			idr[nar] = c;
+			nar += hr > 1;
+			pi[np] = bg[c].last;
+			pj[np] = (uint32_t)j;
+			np += hr == 1;
+		}
+		for (size_t i = 0; i + 1 < nh; i++) {
+			uint32_t c = hyp[i] * (uint32_t)nsym + hyp[i + 1];
+			posh[nah] = (uint32_t)i;
+			idh[nah] = c;
+			nah += (uint64_t)bg[c].h * bg[c].r > 1;
+		}
+		/* empty the bigram counts again */
+		for (size_t j = 0; j + 1 < nr; j++) {
+			struct bigram *g = bg + ref[j] * (uint32_t)nsym + ref[j + 1];
+			*g = (struct bigram){ 0 };
+		}
+		for (size_t i = 0; i + 1 < nh; i++) {
+			struct bigram *g = bg + hyp[i] * (uint32_t)nsym + hyp[i + 1];
+			*g = (struct bigram){ 0 };
+		}
+	} else {
+		/* order 1: the classes are the symbols themselves */
+		memset(cr, 0, nsym * sizeof *cr);
+		memset(chc, 0, nsym * sizeof *chc);
+		for (size_t j = 0; j < nr; j++)
+			cr[ref[j]]++;
+		for (size_t i = 0; i < nh; i++) {
+			uint32_t c = hyp[i];
+			match += chc[c] < cr[c];
+			chc[c]++;
+			hpos[c] = (uint32_t)i;
+		}
+		v[0] = (int64_t)nh;
+		v[1] = (int64_t)nr;
+		v[2] = match;
+		for (size_t j = 0; j < nr; j++) {
+			uint32_t c = ref[j];
+			uint64_t hr = (uint64_t)chc[c] * cr[c];
+			posr[nar] = (uint32_t)j;
+			idr[nar] = c;
+			nar += hr > 1;
+			pi[np] = hpos[c];
+			pj[np] = (uint32_t)j;
+			np += hr == 1;
+		}
+		for (size_t i = 0; i < nh; i++) {
+			uint32_t c = hyp[i];
+			posh[nah] = (uint32_t)i;
+			idh[nah] = c;
+			nah += (uint64_t)chc[c] * cr[c] > 1;
+		}
 	}
 
-	for (int n = 2; n <= max_order; n++) {
+	for (int n = n0; n <= max_order; n++) {
 		size_t cr_n = nr >= (size_t)n ? nr - (size_t)n + 1 : 0;
 		size_t ch_n = nh >= (size_t)n ? nh - (size_t)n + 1 : 0;
-		size_t nmade = 0, w, cap, mask;
-		uint32_t nk = 0, dummy;
+		size_t nmade, w = 0, cap, mask;
 		unsigned shift;
 
 		if (cr_n == 0)
 			break; /* this and higher orders: reference empty → (0, 0, 0) */
 		v[3 * (n - 1)] = (int64_t)ch_n;
 		v[3 * (n - 1) + 1] = (int64_t)cr_n;
-		/* settled pairs: one match while their items keep agreeing */
-		w = 0;
-		for (size_t q = 0; q < np; q++) {
-			size_t a = pi[q] + (size_t)n - 1, b = pj[q] + (size_t)n - 1;
-			size_t in = (size_t)(a < nh) & (size_t)(b < nr), m = 0 - in;
-			size_t ok = in & (hyp[a & m] == ref[b & m]); /* out of range: reads [0] */
-			pi[w] = pi[q];
-			pj[w] = pj[q];
-			w += ok;
+		/* pairs settled at order n - 1: they agree on n - 1 items and gain
+		 * one match per order while the items keep agreeing; their last
+		 * order L is found at once (diff[n] += 1, diff[L + 1] -= 1) */
+		for (size_t q = 0; direct && q < np; q++) {
+			/* symbols are bytes: eight compared at once (n ≥ 3, so at
+			 * most max_order - n + 1 ≤ 8 are needed), no branch */
+			size_t a = pi[q] + (size_t)n - 1, b = pj[q] + (size_t)n - 1, agree, room;
+			uint64_t x, y;
+			memcpy(&x, h8 + a, 8);
+			memcpy(&y, r8 + b, 8);
+			x ^= y;
+			agree = (size_t)(__builtin_ctzll(x | 1ULL << 63) >> 3) + (x == 0);
+			room = (size_t)max_order - ((size_t)n - 1);
+			room = room < nh - a ? room : nh - a;
+			room = room < nr - b ? room : nr - b;
+			diff[n]++;
+			diff[n + (agree < room ? agree : room)]--;
 		}
-		np = w;
-		v[3 * (n - 1) + 2] = (int64_t)np;
+		for (size_t q = 0; !direct && q < np; q++) {
+			/* a fixed number of steps (the end of the agreement is
+			 * unpredictable): reads past lim are clamped and ignored */
+			size_t a = pi[q], b = pj[q], m = (size_t)n - 1, on = 1;
+			size_t lim = (size_t)max_order;
+			lim = lim < nh - a ? lim : nh - a;
+			lim = lim < nr - b ? lim : nr - b;
+			for (size_t j = (size_t)n - 1; j < (size_t)max_order; j++) {
+				size_t in = j < lim, jj = in ? j : (size_t)n - 2;
+				on &= in & (hyp[a + jj] == ref[b + jj]);
+				m += on;
+			}
+			diff[n]++;
+			diff[m + 1]--;
+		}
+		np = 0;
+		settled += diff[n];
+		v[3 * (n - 1) + 2] = settled;
 		/* positions are ascending: the ones past the end drop off the tail */
 		while (nar && posr[nar - 1] >= cr_n)
 			nar--;
@@ -160,67 +343,33 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			cap = tcap;
 		mask = cap - 1;
 		shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)cap);
-		dummy = (uint32_t)nar; /* classes are < nar: a sink for misses */
 		memset(cr, 0, (nar + 1) * sizeof *cr);
 		memset(chc, 0, (nar + 1) * sizeof *chc);
-		for (size_t k = 0; k < nar; k++) {
-			uint64_t key = ((uint64_t)idr[k] + 1) << 32 | ref[posr[k] + (size_t)n - 1];
-			size_t pos = (size_t)((key * HASH_MUL) >> shift);
-			uint64_t x = t[pos].key;
-			uint32_t fresh, c;
-			while (nz64(x ^ key) & nz64(x)) {
-				pos = (pos + 1) & mask;
-				x = t[pos].key;
-			}
-			fresh = (uint32_t)(nz64(x) ^ 1);
-			c = t[pos].cls;
-			c ^= (c ^ nk) & (0u - fresh);
-			t[pos].key = key;
-			t[pos].cls = c;
-			made[nmade] = (uint32_t)pos;
-			nmade += fresh;
-			nk += fresh;
-			cr[c]++;
-			idr[k] = c;
-		}
-		match = 0;
-		for (size_t k = 0; k < nah; k++) {
-			uint64_t key = ((uint64_t)idh[k] + 1) << 32 | hyp[posh[k] + (size_t)n - 1];
-			size_t pos = (size_t)((key * HASH_MUL) >> shift);
-			uint64_t x = t[pos].key;
-			uint32_t c;
-			while (nz64(x ^ key) & nz64(x)) {
-				pos = (pos + 1) & mask;
-				x = t[pos].key;
-			}
-			c = t[pos].cls;
-			c ^= (c ^ dummy) & (0u - (uint32_t)(nz64(x) ^ 1));
-			match += chc[c] < cr[c];
-			chc[c]++;
-			hpos[c] = posh[k];
-			idh[k] = c;
-		}
+		nmade = probe_ref(t, mask, shift, ref + n - 1, posr, idr, nar, cr, made);
+		match = probe_hyp(t, mask, shift, hyp + n - 1, posh, idh, nah, cr, chc, hpos,
+				  (uint32_t)nar);
 		v[3 * (n - 1) + 2] += match;
 		/* class numbers depend on the order's keys: empty the slots */
 		for (size_t k = 0; k < nmade; k++)
-			t[made[k]].key = 0;
+			t[made[k]] = (struct ngram_ent){ 0 };
 		w = 0;
 		for (size_t k = 0; k < nar; k++) {
-			uint32_t c = idr[k], h = chc[c], r = cr[c];
+			uint32_t c = idr[k];
+			uint64_t hr = (uint64_t)chc[c] * cr[c];
 			posr[w] = posr[k];
 			idr[w] = c;
-			w += (h != 0) & (h + r != 2);
+			w += hr > 1;
 			pi[np] = hpos[c];
 			pj[np] = posr[k];
-			np += (h == 1) & (r == 1);
+			np += hr == 1;
 		}
 		nar = w;
 		w = 0;
 		for (size_t k = 0; k < nah; k++) {
-			uint32_t c = idh[k], r = cr[c];
+			uint32_t c = idh[k];
 			posh[w] = posh[k];
 			idh[w] = c;
-			w += (r != 0) & (r + chc[c] != 2);
+			w += (uint64_t)chc[c] * cr[c] > 1;
 		}
 		nah = w;
 	}
@@ -239,20 +388,83 @@ struct cp_ent {
 	uint32_t sym;
 };
 
-static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t cap,
-			uint32_t *used, size_t *nused, uint32_t *out)
+/* 1 for ASCII whitespace (Python str.isspace: 9..13, 28..32). */
+static const unsigned char ascii_ws[128] = {
+	[9] = 1, [10] = 1, [11] = 1, [12] = 1, [13] = 1,
+	[28] = 1, [29] = 1, [30] = 1, [31] = 1, [32] = 1,
+};
+
+/* Word hashes: Horner with a rotation, h = rotl(h, 7) ^ item (injective
+ * for ASCII words up to 9 symbols; mixed before use), so that a span's hash
+ * is XOR_i rotl(w_i, 7(L-1-i)): the first or last item can be taken off in
+ * O(1) (split_words). */
+#define WORD_G(sym) ((uint64_t)(sym))
+#define WORD_ROT 7u
+static inline uint64_t rotl64(uint64_t x, unsigned r)
+{
+	r &= 63;
+	return x << r | x >> ((64 - r) & 63);
+}
+
+/* With bnd not NULL, also the word boundaries of str.split(): bnd gets the
+ * output index at every change between whitespace and not (starts and ends
+ * alternate, a start first), *nb their count, always even on return; and
+ * hw[2k+1] the (unmixed) hash of word k's symbols. */
+static inline __attribute__((always_inline)) size_t
+char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t cap, uint32_t *used,
+	  size_t *nused, uint32_t *out, uint32_t *bnd, uint64_t *hw, size_t *nb)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	unsigned shift = 32 - (unsigned)__builtin_ctzll((unsigned long long)cap);
-	size_t i = 0, n = 0;
+	size_t i = 0, n = 0, b = 0;
+	unsigned prev_ws = 1;
+	uint64_t wh = 0;
+	/* one item (symbol sym_, whitespace ws_) into the word state: its
+	 * output index at a change, the running hash (restarted after
+	 * whitespace) at the current boundary count, no branch */
+#define WORD_STEP(sym_, ws_)                                                    \
+	do {                                                                    \
+		if (bnd) {                                                      \
+			bnd[b] = (uint32_t)n;                                   \
+			wh = rotl64(wh & (0 - (uint64_t)(prev_ws ^ 1)), WORD_ROT) ^ WORD_G(sym_); \
+			b += (ws_) ^ prev_ws;                                   \
+			prev_ws = (ws_);                                        \
+			hw[b] = wh;                                             \
+		}                                                               \
+	} while (0)
 	while (i < len) {
 		uint32_t c = u[i];
 		size_t pos;
+		unsigned ws;
+		uint64_t w8;
+		if (i + 8 <= len && (memcpy(&w8, u + i, 8), !(w8 & 0x8080808080808080ULL))) {
+			/* eight ASCII bytes: no branch per byte (unrolled) */
+#define ONE_ASCII(q)                                       \
+	do {                                               \
+		c = (uint32_t)(w8 >> (8 * (q))) & 0xFF;    \
+		out[n] = c;                                \
+		ws = ascii_ws[c];                          \
+		WORD_STEP(c, ws);                          \
+		n += keep_ws | (ws ^ 1);                   \
+	} while (0)
+			ONE_ASCII(0);
+			ONE_ASCII(1);
+			ONE_ASCII(2);
+			ONE_ASCII(3);
+			ONE_ASCII(4);
+			ONE_ASCII(5);
+			ONE_ASCII(6);
+			ONE_ASCII(7);
+#undef ONE_ASCII
+			i += 8;
+			continue;
+		}
 		if (c < 0x80) {
 			i++;
 			out[n] = c;
-			/* ASCII whitespace (9..13, 28..32) by bit mask, no branch */
-			n += keep_ws | !((c < 64) & (unsigned)(0x1F0003E00ULL >> (c & 63)));
+			ws = ascii_ws[c];
+			WORD_STEP(c, ws);
+			n += keep_ws | (ws ^ 1);
 			continue;
 		}
 		if (c >= 0xC2 && c <= 0xDF && i + 1 < len && (u[i + 1] & 0xC0) == 0x80) {
@@ -267,8 +479,12 @@ static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *
 		} else {
 			c = utf8_next(u, len, &i);
 		}
-		if (!keep_ws && py_isspace_nonascii(c))
+		/* the only non-ASCII whitespace is in U+0085..U+3000 */
+		ws = c <= 0x3000 && py_isspace_nonascii(c);
+		if (!keep_ws && ws) {
+			WORD_STEP(c, 1u);
 			continue;
+		}
 		pos = (uint32_t)(c * 0x9E3779B1u) >> shift;
 		while ((tab[pos].cp != c) & (tab[pos].cp != 0))
 			pos = (pos + 1) & (cap - 1);
@@ -277,7 +493,14 @@ static size_t char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *
 			tab[pos].sym = 128 + (uint32_t)*nused;
 			used[(*nused)++] = (uint32_t)pos;
 		}
+		WORD_STEP(tab[pos].sym, ws);
 		out[n++] = tab[pos].sym;
+	}
+#undef WORD_STEP
+	if (bnd) {
+		bnd[b] = (uint32_t)n;
+		b += !prev_ws;
+		*nb = b;
 	}
 	return n;
 }
@@ -287,43 +510,66 @@ static bool is_punct(uint32_t c)
 {
 	static const uint64_t lo = 0xFC00FFFE00000000ULL; /* 0x21..0x2F, 0x3A..0x3F */
 	static const uint64_t hi = 0x78000001F8000001ULL; /* 0x40, 0x5B..0x60, 0x7B..0x7E */
-	return c < 64 ? (lo >> c) & 1 : c < 128 ? (hi >> (c - 64)) & 1 : false;
+	uint64_t m = c < 64 ? lo : hi;
+	return (c < 128) & (unsigned)(m >> (c & 63));
 }
 
-/* sacreBLEU _remove_punctuation: spans of the words of cps[0..n). */
-static size_t split_words(const uint32_t *cps, size_t base, size_t n, uint32_t *off,
-			  uint32_t *len)
+/* sacreBLEU _remove_punctuation on the words [bnd[2k], bnd[2k+1]) of the
+ * symbols syms[0..) (ASCII symbols are their code points; the others are
+ * never punctuation): spans relative to syms + base, with their hashes
+ * (from the word hashes hw[2k+1], an item taken off the end or the start
+ * when it is split off). */
+static size_t split_words(const uint32_t *syms, size_t base, const uint32_t *bnd, const uint64_t *hw,
+			  size_t nb, uint32_t *off, uint32_t *len, uint64_t *hs)
 {
-	size_t nw = 0, i = 0;
-	while (i < n) {
-		size_t s, e;
-		while (i < n && py_isspace(cps[base + i]))
-			i++;
-		if (i >= n)
-			break;
-		s = i;
-		while (i < n && !py_isspace(cps[base + i]))
-			i++;
-		e = i;
-		if (e - s == 1) {
-			off[nw] = (uint32_t)(base + s);
+	size_t nw = 0;
+	for (size_t k = 0; k < nb; k += 2) {
+		uint32_t s = bnd[k], e = bnd[k + 1], l = e - s;
+		uint64_t h = hw[k + 1];
+		if (l == 1) {
+			off[nw] = (uint32_t)base + s;
+			hs[nw] = h;
 			len[nw++] = 1;
-		} else if (is_punct(cps[base + e - 1])) {
-			off[nw] = (uint32_t)(base + s);
-			len[nw++] = (uint32_t)(e - s - 1);
-			off[nw] = (uint32_t)(base + e - 1);
+		} else if (is_punct(syms[e - 1])) {
+			uint64_t g = WORD_G(syms[e - 1]);
+			off[nw] = (uint32_t)base + s;
+			hs[nw] = rotl64(h ^ g, 64 - WORD_ROT);
+			len[nw++] = l - 1;
+			off[nw] = (uint32_t)base + e - 1;
+			hs[nw] = g;
 			len[nw++] = 1;
-		} else if (is_punct(cps[base + s])) {
-			off[nw] = (uint32_t)(base + s);
+		} else if (is_punct(syms[s])) {
+			uint64_t g = WORD_G(syms[s]);
+			off[nw] = (uint32_t)base + s;
+			hs[nw] = g;
 			len[nw++] = 1;
-			off[nw] = (uint32_t)(base + s + 1);
-			len[nw++] = (uint32_t)(e - s - 1);
+			off[nw] = (uint32_t)base + s + 1;
+			hs[nw] = h ^ rotl64(g, WORD_ROT * (l - 1));
+			len[nw++] = l - 1;
 		} else {
-			off[nw] = (uint32_t)(base + s);
-			len[nw++] = (uint32_t)(e - s);
+			off[nw] = (uint32_t)base + s;
+			hs[nw] = h;
+			len[nw++] = l;
 		}
 	}
+	for (size_t k = 0; k < nw; k++)
+		hs[k] = mix64(hs[k] + len[k]);
 	return nw;
+}
+
+/* Bytes ≥ 0x80 in s[0..n), eight at a time. */
+static size_t count_high(const char *s, size_t n)
+{
+	size_t k = 0, c = 0;
+	for (; k + 8 <= n; k += 8) {
+		uint64_t w;
+		memcpy(&w, s + k, 8);
+		/* one bit per byte, summed into the top byte (≤ 8) */
+		c += (size_t)((((w >> 7) & 0x0101010101010101ULL) * 0x0101010101010101ULL) >> 56);
+	}
+	for (; k < n; k++)
+		c += (unsigned char)s[k] >= 0x80;
+	return c;
 }
 
 static int check_opts(const struct lynn_chrf_opts *o, struct lynn_err *err)
@@ -352,56 +598,60 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 	out->n_orders = o->char_order + o->word_order;
 	rc = -LYNN_ENOMEM;
 
-	if (o->word_order > 0) {
-		uint32_t *all, *off, *len, *ids;
-		size_t ntot, nwh, nwr, nd;
-		/* hyp then ref code points, whitespace kept (words need it) */
-		all = score_buf(ctx, SLOT_CP_A, (hyp_len + ref_len + 1) * sizeof *all, err);
-		if (!all)
-			goto out;
-		nh = utf8_decode(hyp, hyp_len, all);
-		nr = utf8_decode(ref, ref_len, all + nh);
-		ntot = nh + nr;
-		off = score_buf(ctx, SLOT_IDS_A, 3 * (ntot + 1) * sizeof *off, err);
-		if (!off)
-			goto out;
-		len = off + ntot + 1;
-		ids = len + ntot + 1;
-		nwh = split_words(all, 0, nh, off, len);
-		nwr = split_words(all, nh, nr, off + nwh, len + nwh);
-		if ((rc = score_intern(ctx, SLOT_TABLE, all, off, len, nwh + nwr, ids, &nd, err)))
-			goto out;
-		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
-				 out->v + 3 * o->char_order, err);
-		if (rc)
-			goto out;
-		rc = -LYNN_ENOMEM;
-	}
-
-	/* symbols: hyp at ch, ref at cr, both at most one per byte */
-	ch = score_buf(ctx, SLOT_CP_C, (hyp_len + 1) * sizeof *ch, err);
-	cr = score_buf(ctx, SLOT_CP_D, (ref_len + 1) * sizeof *cr, err);
+	/* symbols: hyp at ch, ref at cr = ch + hyp_len + 1, at most one per byte */
+	ch = score_buf(ctx, SLOT_CP_C, (hyp_len + ref_len + 2) * sizeof *ch, err);
+	cr = ch ? ch + hyp_len + 1 : NULL;
 	used = score_buf(ctx, SLOT_CP_B, (hyp_len + ref_len + 1) * sizeof *used, err);
 	/* distinct non-ASCII symbols: U+FFFD plus code points of ≥ 2 bytes each,
 	 * and no more than Unicode has; the table stays at most half full */
 	{
-		size_t high = 0, most;
-		for (size_t k = 0; k < hyp_len; k++)
-			high += (unsigned char)hyp[k] >= 0x80;
-		for (size_t k = 0; k < ref_len; k++)
-			high += (unsigned char)ref[k] >= 0x80;
+		size_t high = count_high(hyp, hyp_len) + count_high(ref, ref_len), most;
 		most = high / 2 + 1;
 		if (most > 0x110001)
 			most = 0x110001;
 		cap = pow2_at_least(2 * most + 2);
 	}
-	tab = ch && cr && used ? clean_buf(ctx, SLOT_CHRF_CP, cap * sizeof *tab, err) : NULL;
+	tab = ch && used ? clean_buf(ctx, SLOT_CHRF_CP, cap * sizeof *tab, err) : NULL;
 	if (!tab)
 		goto out;
-	nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch);
-	nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr);
-	for (size_t k = 0; k < nused; k++)
-		tab[used[k]].cp = 0;
+	if (o->word_order > 0) {
+		/* words are runs of symbols: split and intern them from the
+		 * symbols (one code point each, so equal words ⇔ equal spans) */
+		uint32_t *bh, *br, *off, *len, *ids;
+		uint64_t *hwh, *hwr, *hs;
+		size_t nbh, nbr, nwh, nwr, nd, tot = hyp_len + ref_len + 2;
+		/* boundaries, then (8-byte aligned) the word hashes */
+		bh = score_buf(ctx, SLOT_CP_D, (tot + 4) * sizeof *bh + (tot + 4) * sizeof *hwh, err);
+		off = score_buf(ctx, SLOT_IDS_A, 3 * (tot + 1) * sizeof *off, err);
+		hs = score_buf(ctx, SLOT_HASH_A, (tot + 1) * sizeof *hs, err);
+		if (!bh || !off || !hs)
+			goto out;
+		br = bh + hyp_len + 1;
+		hwh = (uint64_t *)(bh + ((tot + 4) & ~(size_t)1));
+		hwr = hwh + hyp_len + 2;
+		len = off + tot + 1;
+		ids = len + tot + 1;
+		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, bh, hwh, &nbh);
+		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, br, hwr, &nbr);
+		for (size_t k = 0; k < nused; k++)
+			tab[used[k]].cp = 0;
+		nwh = split_words(ch, 0, bh, hwh, nbh, off, len, hs);
+		nwr = split_words(cr, hyp_len + 1, br, hwr, nbr, off + nwh, len + nwh, hs + nwh);
+		if ((rc = score_intern_hashed(ctx, SLOT_TABLE, ch, off, len, hs, nwh + nwr, ids, &nd,
+					      err)))
+			goto out;
+		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
+				 out->v + 3 * o->char_order, err);
+		if (rc)
+			goto out;
+	} else {
+		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
+			       NULL);
+		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
+			       NULL);
+		for (size_t k = 0; k < nused; k++)
+			tab[used[k]].cp = 0;
+	}
 	rc = ngram_stats(ctx, ch, nh, cr, nr, 128 + nused, o->char_order, out->v, err);
 out:
 	score_ctx_done(ctx, &tmp);

@@ -40,12 +40,46 @@ static const unsigned char word_ascii[256] = {
  * index after it in *ni. */
 static inline uint32_t cp_at(const unsigned char *s, size_t n, size_t i, size_t *ni)
 {
+	uint32_t c = s[i];
+	if (c < 0x80) {
+		*ni = i + 1;
+		return c;
+	}
+	if (c >= 0xC2 && c <= 0xDF && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
+		*ni = i + 2;
+		return (c & 0x1F) << 6 | (s[i + 1] & 0x3Fu);
+	}
+	if (c >= 0xE1 && c <= 0xEF && c != 0xED && i + 2 < n && (s[i + 1] & 0xC0) == 0x80 &&
+	    (s[i + 2] & 0xC0) == 0x80) {
+		/* well-formed 3-byte form (E0 and ED: left to utf8_next) */
+		*ni = i + 3;
+		return (c & 0x0F) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
+	}
+	*ni = i;
+	return utf8_next(s, n, ni);
+}
+
+/* ASCII-only mode: ASCII as cp_at; at a byte ≥ 0x80, the only non-ASCII word characters
+ * are U+0130 (C4 B0) and U+212A (E2 84 AA), and a lead byte is never part
+ * of another sequence, so any other byte is skipped alone (it separates
+ * tokens as the U+FFFD or code point utf8_next would make of it does).
+ * Returns the code point (0x130, 0x212A or 0xFFFD) and the next index. */
+static inline uint32_t cp_at_ascii(const unsigned char *s, size_t n, size_t i, size_t *ni)
+{
 	if (s[i] < 0x80) {
 		*ni = i + 1;
 		return s[i];
 	}
-	*ni = i;
-	return utf8_next(s, n, ni);
+	if (s[i] == 0xC4 && i + 1 < n && s[i + 1] == 0xB0) {
+		*ni = i + 2;
+		return 0x130;
+	}
+	if (s[i] == 0xE2 && i + 2 < n && s[i + 1] == 0x84 && s[i + 2] == 0xAA) {
+		*ni = i + 3;
+		return 0x212A;
+	}
+	*ni = i + 1;
+	return 0xFFFD;
 }
 
 /* Word character (lowercased) of code point c, or 0; *dot set when c is
@@ -63,7 +97,14 @@ static inline uint32_t word_char(uint32_t c, bool ascii_only, bool *dot)
 }
 
 #define TOK_H0 0x9E3779B97F4A7C15ULL
-#define TOK_HMUL 0x100000001B3ULL
+
+/* One character into a token's hash: rotate and xor (a short dependency
+ * chain), mixed at the end; ids are dense in order of first appearance
+ * and the text is compared on a hash match, so the hash affects speed only. */
+static inline uint64_t tok_hash_add(uint64_t h, uint32_t w)
+{
+	return (h << 7 | h >> 57) ^ w;
+}
 
 /* Hash of a token's text (code points w[0..n)), as tokenize computes it. */
 static inline uint64_t tok_hash_end(uint64_t h, size_t n)
@@ -86,26 +127,26 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 			i++;
 			continue;
 		}
-		c = cp_at(s, n, i, &ni);
+		c = ascii_only ? cp_at_ascii(s, n, i, &ni) : cp_at(s, n, i, &ni);
 		w = word_char(c, ascii_only, &dot);
 		if (w) {
 			size_t st0 = *nt, k = st0;
 			uint64_t h = TOK_H0;
 			for (;;) {
 				tok[k++] = w;
-				h = (h ^ w) * TOK_HMUL;
+				h = tok_hash_add(h, w);
 				i = ni;
 				if (dot)
 					break;
 				/* the ASCII run of the token */
 				while (i < n && (w = word_ascii[s[i]])) {
 					tok[k++] = w;
-					h = (h ^ w) * TOK_HMUL;
+					h = tok_hash_add(h, w);
 					i++;
 				}
 				if (i >= n || s[i] < 0x80)
 					break;
-				c = cp_at(s, n, i, &ni);
+				c = ascii_only ? cp_at_ascii(s, n, i, &ni) : cp_at(s, n, i, &ni);
 				if (!(w = word_char(c, ascii_only, &dot)))
 					break;
 			}
@@ -121,7 +162,7 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 					h = TOK_H0;
 					for (int q = 0; q < sl; q++) {
 						tok[st0 + (size_t)q] = (unsigned char)st[q];
-						h = (h ^ (unsigned char)st[q]) * TOK_HMUL;
+						h = tok_hash_add(h, (unsigned char)st[q]);
 					}
 					*nt = st0 + (size_t)sl;
 				}
@@ -136,7 +177,7 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 		}
 		if (!ascii_only && c >= 0x80 && uc_is_letter(c) && !uc_is_latin(c)) {
 			if (hs)
-				hs[ntok] = tok_hash_end((TOK_H0 ^ c) * TOK_HMUL, 1);
+				hs[ntok] = tok_hash_end(tok_hash_add(TOK_H0, c), 1);
 			off[ntok] = (uint32_t)*nt;
 			len[ntok++] = 1;
 			tok[(*nt)++] = c;
@@ -146,47 +187,94 @@ static size_t tokenize(const unsigned char *s, size_t n, unsigned flags, uint32_
 	return ntok;
 }
 
-/* Dense ids 0..*n_distinct-1 for the n tokens (text tok + off[k], length
- * len[k], hash hs[k]) written to ids. Table entries are 8 bytes: the high
- * half of the hash and the index of the first token with it. */
-static int intern_tokens(struct lynn_score_ctx *ctx, const uint32_t *tok, const uint32_t *off,
-			 const uint32_t *len, const uint64_t *hs, size_t n, uint32_t *ids,
-			 size_t *n_distinct, struct lynn_err *err)
-{
-	size_t cap = pow2_at_least(2 * n + 2), mask = cap - 1, nd = 0;
-	struct ent { uint32_t hi, first; } *t;
+/*
+ * The tokenizer above as a state machine without a branch per token (the
+ * token ends of prose are unpredictable), for callers without stemming:
+ * every byte stores its word character (0 for a separator) to tok and
+ * advances only for a word character; a word character after a separator
+ * starts a token; the running hash restarts from 0 after a separator. Only
+ * bytes ≥ 0x80 branch off (tok_slow). Token t starts at off[t] (off[ntok]
+ * is the end of the last one: len[t] = off[t+1] - off[t]); its unmixed
+ * hash is hraw[t+1] (a separator writes the next, unused slot).
+ */
+struct tok_flat {
+	uint32_t *tok, *off;
+	uint64_t *hraw, h, prev; /* prev: 1 after a word character */
+	size_t k, ntok;
+};
 
-	t = score_buf(ctx, SLOT_TABLE, cap * sizeof *t, err);
-	if (!t)
-		return -LYNN_ENOMEM;
-	memset(t, 0xFF, cap * sizeof *t);
-	for (size_t k = 0; k < n; k++) {
-		uint32_t hi = (uint32_t)(hs[k] >> 32), l = len[k];
-		const uint32_t *w = tok + off[k];
-		size_t pos = (size_t)hs[k] & mask;
-		for (;;) {
-			uint32_t f = t[pos].first;
-			if (f == UINT32_MAX) {
-				t[pos].hi = hi;
-				t[pos].first = (uint32_t)k;
-				ids[k] = (uint32_t)nd++;
-				break;
-			}
-			if (t[pos].hi == hi && len[f] == l) {
-				const uint32_t *v = tok + off[f];
-				uint32_t q = 0;
-				while (q < l && v[q] == w[q])
-					q++;
-				if (q == l) {
-					ids[k] = ids[f];
-					break;
-				}
-			}
-			pos = (pos + 1) & mask;
+static inline __attribute__((always_inline)) void tok_step(uint32_t w, uint64_t end, uint32_t *tok,
+							    uint32_t *off, uint64_t *hraw,
+							    uint64_t *h, uint64_t *prev,
+							    size_t *k, size_t *ntok)
+{
+	uint64_t iw = w != 0;
+	off[*ntok] = (uint32_t)*k;
+	*ntok += iw & (*prev ^ 1);
+	*h = tok_hash_add(*h & (0 - *prev), w);
+	hraw[*ntok + 1 - iw] = *h;
+	tok[*k] = w;
+	*k += iw;
+	*prev = iw & (end ^ 1);
+}
+
+/* One code point from byte i ≥ 0x80; returns the index after it. */
+static __attribute__((noinline)) size_t tok_slow(const unsigned char *s, size_t n, size_t i,
+						  bool ascii_only, struct tok_flat *f)
+{
+	size_t ni;
+	uint32_t c;
+	if (ascii_only) {
+		/* "İ".lower() is "i" + U+0307: the dot ends the token */
+		c = cp_at_ascii(s, n, i, &ni);
+		tok_step(c == 0x130 ? 'i' : c == 0x212A ? 'k' : 0, c == 0x130, f->tok, f->off,
+			 f->hraw, &f->h, &f->prev, &f->k, &f->ntok);
+	} else {
+		c = cp_at(s, n, i, &ni);
+		if (uc_is_letter(c) && !uc_is_latin(c)) {
+			f->prev = 0; /* a token of its own */
+			tok_step(c, 1, f->tok, f->off, f->hraw, &f->h, &f->prev, &f->k, &f->ntok);
+		} else {
+			tok_step(0, 0, f->tok, f->off, f->hraw, &f->h, &f->prev, &f->k, &f->ntok);
 		}
 	}
-	*n_distinct = nd;
-	return 0;
+	return ni;
+}
+
+static size_t tokenize_flat(const unsigned char *s, size_t n, bool ascii_only, uint32_t *tok,
+			    size_t *nt, uint32_t *off, uint64_t *hraw)
+{
+	uint64_t h = 0, prev = 0;
+	size_t k = *nt, ntok = 0, i = 0;
+	while (i < n) {
+		unsigned b = s[i];
+		/* ASCII-only: bytes ≥ 0x80 separate (word_ascii is 0) except the
+		 * leads of U+0130 and U+212A */
+		if (b < 0x80 || (ascii_only && b != 0xC4 && b != 0xE2)) {
+			tok_step(word_ascii[b], 0, tok, off, hraw, &h, &prev, &k, &ntok);
+			i++;
+		} else {
+			struct tok_flat f = { tok, off, hraw, h, prev, k, ntok };
+			i = tok_slow(s, n, i, ascii_only, &f);
+			h = f.h;
+			prev = f.prev;
+			k = f.k;
+			ntok = f.ntok;
+		}
+	}
+	off[ntok] = (uint32_t)k;
+	*nt = k;
+	return ntok;
+}
+
+/* Lengths and mixed hashes of tokenize_flat's n tokens (hs[t] from the raw
+ * hs[t + 1], in place). */
+static void tokens_finish(const uint32_t *off, uint32_t *len, uint64_t *hs, size_t n)
+{
+	for (size_t t = 0; t < n; t++) {
+		len[t] = off[t + 1] - off[t];
+		hs[t] = tok_hash_end(hs[t + 1], len[t]);
+	}
 }
 
 /* LCS length of a (length m) and b (length n), ids < nid.
@@ -304,13 +392,25 @@ int lynn_rouge_l(struct lynn_score_ctx *ctx_in, const char *hyp, size_t hyp_len,
 		goto out;
 	len = off + tot + 1;
 	ids = len + tot + 1;
-	nth = tokenize((const unsigned char *)hyp, hyp_len, flags, tok, &nt, off, len, hs);
-	ntr = tokenize((const unsigned char *)ref, ref_len, flags, tok, &nt, off + nth,
-		       len + nth, hs + nth);
+	if (flags & LYNN_ROUGE_F_STEM) {
+		nth = tokenize((const unsigned char *)hyp, hyp_len, flags, tok, &nt, off, len, hs);
+		ntr = tokenize((const unsigned char *)ref, ref_len, flags, tok, &nt, off + nth,
+			       len + nth, hs + nth);
+	} else {
+		bool ascii_only = flags & LYNN_ROUGE_F_ASCII_ONLY;
+		/* hyp's lengths before ref's first offset overwrites off[nth] */
+		nth = tokenize_flat((const unsigned char *)hyp, hyp_len, ascii_only, tok, &nt, off,
+				    hs);
+		tokens_finish(off, len, hs, nth);
+		ntr = tokenize_flat((const unsigned char *)ref, ref_len, ascii_only, tok, &nt,
+				    off + nth, hs + nth);
+		tokens_finish(off + nth, len + nth, hs + nth, ntr);
+	}
 	rc = 0;
 	if (nth == 0 || ntr == 0)
 		goto out;
-	if ((rc = intern_tokens(ctx, tok, off, len, hs, nth + ntr, ids, &nd, err)))
+	if ((rc = score_intern_hashed(ctx, SLOT_TABLE, tok, off, len, hs, nth + ntr, ids, &nd,
+				       err)))
 		goto out;
 	/* the shorter side indexes the bit masks; LCS is symmetric */
 	if (ntr <= nth)

@@ -78,6 +78,12 @@ int score_intern(struct lynn_score_ctx *ctx, enum score_slot slot, const uint32_
 		 const uint32_t *off, const uint32_t *wlen, size_t n, uint32_t *ids,
 		 size_t *n_distinct, struct lynn_err *err);
 
+/* score_intern with the spans' hashes given (hs[k], any function of the
+ * span's items that equal spans share; the low bits pick the slot). */
+int score_intern_hashed(struct lynn_score_ctx *ctx, enum score_slot slot, const uint32_t *cps,
+			const uint32_t *off, const uint32_t *wlen, const uint64_t *hs, size_t n,
+			uint32_t *ids, size_t *n_distinct, struct lynn_err *err);
+
 /* Style rules on decoded output (shared by style and refsim). */
 void style_rules_cp(const struct lynn_style_opts *o, const uint32_t *p, size_t np,
 		    const char *prompt, size_t prompt_len, const uint32_t *t, size_t nt,

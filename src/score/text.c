@@ -87,34 +87,85 @@ int score_intern(struct lynn_score_ctx *ctx, enum score_slot slot, const uint32_
 		 const uint32_t *off, const uint32_t *wlen, size_t n, uint32_t *ids,
 		 size_t *n_distinct, struct lynn_err *err)
 {
-	/* table entry: (hash, index of the first span with it) */
+	/* table entry (8 bytes: less to clear per call): the high half of the
+	 * hash and the index of the first span with it (UINT32_MAX: empty) */
 	size_t cap = pow2_at_least(2 * n + 2), mask = cap - 1, nd = 0;
-	struct ent { uint64_t h; uint32_t first; uint32_t id; } *t;
+	struct ent { uint32_t hi, first; } *t;
 
 	t = score_buf(ctx, slot, cap * sizeof *t, err);
 	if (!t)
 		return -LYNN_ENOMEM;
 	memset(t, 0xFF, cap * sizeof *t);
 	for (size_t k = 0; k < n; k++) {
+		/* rotate-xor over the span (one short dependency chain per
+		 * item), mixed once: ids are in order of first appearance, so
+		 * the hash affects the speed only */
 		uint64_t h = 0x9E3779B97F4A7C15ULL ^ wlen[k];
 		const uint32_t *w = cps + off[k];
+		uint32_t l = wlen[k], hi;
 		size_t pos;
-		for (uint32_t q = 0; q < wlen[k]; q++)
-			h = (h ^ w[q]) * 0x100000001B3ULL;
+		for (uint32_t q = 0; q < l; q++)
+			h = (h << 21 | h >> 43) ^ w[q];
 		h = mix64(h);
+		hi = (uint32_t)(h >> 32);
 		pos = (size_t)h & mask;
 		for (;;) {
-			if (t[pos].first == UINT32_MAX) {
-				t[pos].h = h;
+			uint32_t f = t[pos].first, q = 0;
+			if (f == UINT32_MAX) {
+				t[pos].hi = hi;
 				t[pos].first = (uint32_t)k;
-				t[pos].id = (uint32_t)nd;
 				ids[k] = (uint32_t)nd++;
 				break;
 			}
-			if (t[pos].h == h && wlen[t[pos].first] == wlen[k] &&
-			    !memcmp(cps + off[t[pos].first], w, wlen[k] * sizeof *w)) {
-				ids[k] = t[pos].id;
+			if (t[pos].hi == hi && wlen[f] == l) {
+				const uint32_t *v = cps + off[f];
+				while (q < l && v[q] == w[q])
+					q++;
+				if (q == l) {
+					ids[k] = ids[f];
+					break;
+				}
+			}
+			pos = (pos + 1) & mask;
+		}
+	}
+	*n_distinct = nd;
+	return 0;
+}
+
+int score_intern_hashed(struct lynn_score_ctx *ctx, enum score_slot slot, const uint32_t *cps,
+			const uint32_t *off, const uint32_t *wlen, const uint64_t *hs, size_t n,
+			uint32_t *ids, size_t *n_distinct, struct lynn_err *err)
+{
+	/* table entry (8 bytes): the high half of the hash and the index of
+	 * the first span with it (UINT32_MAX: empty); slot = low bits */
+	size_t cap = pow2_at_least(2 * n + 2), mask = cap - 1, nd = 0;
+	struct ent { uint32_t hi, first; } *t;
+
+	t = score_buf(ctx, slot, cap * sizeof *t, err);
+	if (!t)
+		return -LYNN_ENOMEM;
+	memset(t, 0xFF, cap * sizeof *t);
+	for (size_t k = 0; k < n; k++) {
+		uint32_t hi = (uint32_t)(hs[k] >> 32), l = wlen[k];
+		const uint32_t *w = cps + off[k];
+		size_t pos = (size_t)hs[k] & mask;
+		for (;;) {
+			uint32_t f = t[pos].first, q = 0;
+			if (f == UINT32_MAX) {
+				t[pos].hi = hi;
+				t[pos].first = (uint32_t)k;
+				ids[k] = (uint32_t)nd++;
 				break;
+			}
+			if (t[pos].hi == hi && wlen[f] == l) {
+				const uint32_t *v = cps + off[f];
+				while (q < l && v[q] == w[q])
+					q++;
+				if (q == l) {
+					ids[k] = ids[f];
+					break;
+				}
 			}
 			pos = (pos + 1) & mask;
 		}

@@ -2,7 +2,7 @@
  * the scorer test corpus (tests/fixtures/score/corpus.jsonl). The peers
  * (sacreBLEU, rouge-score) run on the same pairs in bench_score_peers.py.
  *
- *   build/bench_score [corpus.jsonl] [--with-long]
+ *   build/bench_score [corpus.jsonl] [--with-long] [--only chrF|chrF++|ROUGE-L]
  * Without --with-long the "very_long" and "block_long" pairs are left out, as in the peer
  * script (rouge-score's pure-Python LCS table makes them minutes long). */
 #include <stdio.h>
@@ -25,6 +25,7 @@ int main(int argc, char **argv)
 {
 	const char *path = "tests/fixtures/score/corpus.jsonl";
 	bool with_long = false;
+	const char *only = NULL;
 	FILE *f;
 	char *line = NULL;
 	size_t cap = 0, n = 0, ncap = 0;
@@ -36,6 +37,8 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--with-long"))
 			with_long = true;
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+			only = argv[++i];
 		else
 			path = argv[i];
 	}
@@ -67,6 +70,8 @@ int main(int argc, char **argv)
 	for (int metric = 0; metric < 3; metric++) {
 		const char *name = metric == 0 ? "chrF" : metric == 1 ? "chrF++" : "ROUGE-L";
 		double best = 1e30;
+		if (only && strcmp(only, name))
+			continue;
 		for (int rep = 0; rep < 5; rep++) {
 			double t0 = now(), dt;
 			int iters = 0;
