@@ -138,7 +138,7 @@ fuzz:
 	  clang $(filter-out -MMD -MP -Werror,$(CFLAGS)) -Wno-error -fsanitize=fuzzer,address,undefined \
 	    -I$(FUZZ_BUILD) $$f $(FUZZ_BUILD)/liblynn.a $(LDLIBS) -o $(FUZZ_BUILD)/$$n; \
 	  mkdir -p $(FUZZ_BUILD)/corpus-$$n; \
-	  seeds=$$( [ -d tests/fuzz/corpus/$$n ] && echo tests/fuzz/corpus/$$n ); \
+	  seeds=$$( [ -d tests/fuzz/corpus/$$n ] && echo tests/fuzz/corpus/$$n || true ); \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
 	  $(FUZZ_BUILD)/$$n -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus-$$n $$seeds; \
 	done

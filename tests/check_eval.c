@@ -694,6 +694,23 @@ START_TEST(test_pyfloat)
 		lynn_eval_pyfloat(cases[i].x, buf, sizeof(buf));
 		ck_assert_str_eq(buf, cases[i].want);
 	}
+	/* numeric golds out of the integer range, as Python's json + str() give
+	 * them (1e999 parses as inf; found by fuzz_eval_set under UBSan) */
+	char *dir = tu_mkdtemp(), *f = lynn_path_join(dir, "g.jsonl");
+	static const char lines[] = "{\"id\":\"a\",\"prompt\":\"p\",\"gold_answer\":1e999}\n"
+				    "{\"id\":\"b\",\"prompt\":\"p\",\"gold_answer\":-1e300}\n"
+				    "{\"id\":\"c\",\"prompt\":\"p\",\"gold_answer\":12}\n";
+	tu_write(f, lines, sizeof lines - 1);
+	struct lynn_eval_set s = { LYNN_EVAL_V9, NULL, 0 };
+	ck_assert_int_eq(lynn_eval_set_load(&s, f, NULL), 0);
+	ck_assert_uint_eq(s.n, 3);
+	ck_assert_str_eq(s.items[0].gold, "inf");
+	ck_assert_str_eq(s.items[1].gold, "-1e+300");
+	ck_assert_str_eq(s.items[2].gold, "12");
+	lynn_eval_set_release(&s);
+	lynn_rm_rf(dir);
+	free(f);
+	free(dir);
 }
 END_TEST
 

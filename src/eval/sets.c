@@ -33,7 +33,7 @@ static char *scalar_text(const cJSON *x)
 		return strdup(cJSON_IsTrue(x) ? "True" : "False");
 	if (cJSON_IsNumber(x)) {
 		double v = x->valuedouble;
-		if (v == (double)(long long)v && v > -1e15 && v < 1e15)
+		if (v > -1e15 && v < 1e15 && v == (double)(long long)v) /* range first: no UB */
 			snprintf(buf, sizeof(buf), "%lld", (long long)v);
 		else
 			lynn_eval_pyfloat(v, buf, sizeof(buf));
