@@ -134,26 +134,29 @@ struct bigram {
 
 /* Orders 1 and 2 (nr ≥ 2, nsym ≤ DIRECT_SYMS) into v[0..6): counts per
  * symbol in cr1/ch1 (cleared here), per bigram a * nsym + b in bg (counts
- * zero on entry; the caller empties them); the symbols as bytes to h8/r8. */
+ * zero on entry; the caller empties them); the symbols as bytes to h8/r8,
+ * the bigram indices of the positions to bih/bir (for the caller's passes). */
 static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t nr, size_t nsym,
 		    uint32_t *cr1, uint32_t *ch1, struct bigram *bg, uint8_t *h8, uint8_t *r8,
-		    int64_t *v)
+		    uint32_t *bih, uint32_t *bir, int64_t *v)
 {
 	int64_t m1 = 0, m2 = 0;
 	uint32_t s = (uint32_t)nsym;
 	memset(cr1, 0, nsym * sizeof *cr1);
 	memset(ch1, 0, nsym * sizeof *ch1);
 	for (size_t j = 0; j + 1 < nr; j++) {
-		uint32_t c = ref[j];
+		uint32_t c = ref[j], b = c * s + ref[j + 1];
 		r8[j] = (uint8_t)c;
 		cr1[c]++;
-		bg[c * s + ref[j + 1]].r++;
+		bir[j] = b;
+		bg[b].r++;
 	}
 	r8[nr - 1] = (uint8_t)ref[nr - 1];
 	cr1[ref[nr - 1]]++;
 	for (size_t i = 0; i + 1 < nh; i++) {
-		uint32_t c = hyp[i];
-		struct bigram *g = bg + c * s + hyp[i + 1];
+		uint32_t c = hyp[i], b = c * s + hyp[i + 1];
+		struct bigram *g = bg + b;
+		bih[i] = b;
 		h8[i] = (uint8_t)c;
 		m1 += ch1[c] < cr1[c];
 		ch1[c]++;
@@ -180,7 +183,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		       struct lynn_err *err)
 {
 	/* alive positions and the class of their current n-gram */
-	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj;
+	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj, *bih;
 	struct bigram *bg;
 	uint8_t *h8, *r8;
 	bool direct;
@@ -199,7 +202,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	direct = max_order >= 2 && nr >= 2 && nsym <= DIRECT_SYMS;
 	ncls = (nsym > nr ? nsym : nr) + 2;
 	/* after the position lists: the symbols as bytes (direct only), padded */
-	posh = score_buf(ctx, SLOT_HASH_A, 2 * (nh + 1) * sizeof *posh + nh + 16, err);
+	posh = score_buf(ctx, SLOT_HASH_A, 3 * (nh + 1) * sizeof *posh + nh + 16, err);
 	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr + nr + 16, err);
 	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
 	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory) */
@@ -216,19 +219,23 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
 	pi = made + nr + 1;
 	pj = pi + nr + 1;
-	h8 = (uint8_t *)(idh + nh + 1);
+	bih = idh + nh + 1;
+	h8 = (uint8_t *)(bih + nh + 1);
 	r8 = (uint8_t *)(pj + nr + 1);
 	chc = cr + ncls;
 	hpos = chc + ncls;
 
 	if (direct) {
 		n0 = 3;
-		order12(hyp, nh, ref, nr, nsym, cr, chc, bg, h8, r8, v);
-		memset(h8 + nh, 0, 8);
-		memset(r8 + nr, 0, 8);
+		/* the ref bigram indices go to `made` (unused until order 3) */
+		order12(hyp, nh, ref, nr, nsym, cr, chc, bg, h8, r8, bih, made, v);
+		/* past the ends: two bytes that are no symbol and differ, so
+		 * that an agreement stops at either end by itself (nsym ≤ 254) */
+		memset(h8 + nh, 0xFF, 8);
+		memset(r8 + nr, 0xFE, 8);
 		/* alive bigrams (class = its table index) and settled pairs */
 		for (size_t j = 0; j + 1 < nr; j++) {
-			uint32_t c = ref[j] * (uint32_t)nsym + ref[j + 1];
+			uint32_t c = made[j];
 			uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
 			posr[nar] = (uint32_t)j;
 			idr[nar] = c;
@@ -238,20 +245,16 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			np += hr == 1;
 		}
 		for (size_t i = 0; i + 1 < nh; i++) {
-			uint32_t c = hyp[i] * (uint32_t)nsym + hyp[i + 1];
+			uint32_t c = bih[i];
 			posh[nah] = (uint32_t)i;
 			idh[nah] = c;
 			nah += (uint64_t)bg[c].h * bg[c].r > 1;
 		}
 		/* empty the bigram counts again */
-		for (size_t j = 0; j + 1 < nr; j++) {
-			struct bigram *g = bg + ref[j] * (uint32_t)nsym + ref[j + 1];
-			*g = (struct bigram){ 0 };
-		}
-		for (size_t i = 0; i + 1 < nh; i++) {
-			struct bigram *g = bg + hyp[i] * (uint32_t)nsym + hyp[i + 1];
-			*g = (struct bigram){ 0 };
-		}
+		for (size_t j = 0; j + 1 < nr; j++)
+			bg[made[j]] = (struct bigram){ 0 };
+		for (size_t i = 0; i + 1 < nh; i++)
+			bg[bih[i]] = (struct bigram){ 0 };
 	} else {
 		/* order 1: the classes are the symbols themselves */
 		memset(cr, 0, nsym * sizeof *cr);
@@ -298,9 +301,24 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		/* pairs settled at order n - 1: they agree on n - 1 items and gain
 		 * one match per order while the items keep agreeing; their last
 		 * order L is found at once (diff[n] += 1, diff[L + 1] -= 1) */
-		for (size_t q = 0; direct && q < np; q++) {
+		if (direct && nsym <= 254) {
 			/* symbols are bytes: eight compared at once (n ≥ 3, so at
-			 * most max_order - n + 1 ≤ 8 are needed), no branch */
+			 * most max_order - n + 1 ≤ 8 are needed), no branch; the
+			 * end bytes stop the agreement at the end of either side */
+			size_t room = (size_t)max_order - ((size_t)n - 1);
+			for (size_t q = 0; q < np; q++) {
+				size_t agree;
+				uint64_t x, y;
+				memcpy(&x, h8 + pi[q] + (size_t)n - 1, 8);
+				memcpy(&y, r8 + pj[q] + (size_t)n - 1, 8);
+				x ^= y;
+				agree = (size_t)(__builtin_ctzll(x | 1ULL << 63) >> 3) + (x == 0);
+				diff[n + (agree < room ? agree : room)]--;
+			}
+			diff[n] += (int64_t)np;
+		}
+		for (size_t q = 0; direct && nsym > 254 && q < np; q++) {
+			/* as above, the ends checked by the positions */
 			size_t a = pi[q] + (size_t)n - 1, b = pj[q] + (size_t)n - 1, agree, room;
 			uint64_t x, y;
 			memcpy(&x, h8 + a, 8);
