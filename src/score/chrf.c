@@ -233,8 +233,9 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		 * that an agreement stops at either end by itself (nsym ≤ 254) */
 		memset(h8 + nh, 0xFF, 8);
 		memset(r8 + nr, 0xFE, 8);
-		/* alive bigrams (class = its table index) and settled pairs */
-		for (size_t j = 0; j + 1 < nr; j++) {
+		/* alive bigrams (class = its table index) and settled pairs,
+		 * for the higher orders (none in chrF++'s word order 2) */
+		for (size_t j = 0; max_order > 2 && j + 1 < nr; j++) {
 			uint32_t c = made[j];
 			uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
 			posr[nar] = (uint32_t)j;
@@ -244,7 +245,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			pj[np] = (uint32_t)j;
 			np += hr == 1;
 		}
-		for (size_t i = 0; i + 1 < nh; i++) {
+		for (size_t i = 0; max_order > 2 && i + 1 < nh; i++) {
 			uint32_t c = bih[i];
 			posh[nah] = (uint32_t)i;
 			idh[nah] = c;
@@ -575,21 +576,6 @@ static size_t split_words(const uint32_t *syms, size_t base, const uint32_t *bnd
 	return nw;
 }
 
-/* Bytes ≥ 0x80 in s[0..n), eight at a time. */
-static size_t count_high(const char *s, size_t n)
-{
-	size_t k = 0, c = 0;
-	for (; k + 8 <= n; k += 8) {
-		uint64_t w;
-		memcpy(&w, s + k, 8);
-		/* one bit per byte, summed into the top byte (≤ 8) */
-		c += (size_t)((((w >> 7) & 0x0101010101010101ULL) * 0x0101010101010101ULL) >> 56);
-	}
-	for (; k < n; k++)
-		c += (unsigned char)s[k] >= 0x80;
-	return c;
-}
-
 static int check_opts(const struct lynn_chrf_opts *o, struct lynn_err *err)
 {
 	if (o->char_order < 1 || o->char_order > LYNN_CHRF_MAX_CHAR_ORDER ||
@@ -621,10 +607,11 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 	cr = ch ? ch + hyp_len + 1 : NULL;
 	used = score_buf(ctx, SLOT_CP_B, (hyp_len + ref_len + 1) * sizeof *used, err);
 	/* distinct non-ASCII symbols: U+FFFD plus code points of ≥ 2 bytes each,
-	 * and no more than Unicode has; the table stays at most half full */
+	 * and no more than Unicode has; the table stays at most half full
+	 * (sized by all bytes, not only the high ones: counting those cost
+	 * more than the larger table, which stays zero untouched) */
 	{
-		size_t high = count_high(hyp, hyp_len) + count_high(ref, ref_len), most;
-		most = high / 2 + 1;
+		size_t most = (hyp_len + ref_len) / 2 + 1;
 		if (most > 0x110001)
 			most = 0x110001;
 		cap = pow2_at_least(2 * most + 2);
