@@ -41,7 +41,7 @@
 
 struct ngram_ent {
 	uint64_t key; /* (prev class + 1) << 32 | item; 0 = empty slot */
-	uint32_t cls, pad;
+	uint32_t r, h; /* the n-gram's counts: ref, hyp */
 };
 
 /* A buffer of `slot` that is all-zero whenever it is handed out: the caller
@@ -59,66 +59,58 @@ static void *clean_buf(struct lynn_score_ctx *ctx, enum score_slot slot, size_t 
 }
 
 /* The probe loops run while the slot holds neither the key nor 0. Keys are
- * below 2^63 (classes < 2^31, checked by the caller), so x - 1 has its top
+ * below 2^63 (classes < 2^31: the caller keeps tables ≤ 2^30 slots), so x - 1 has its top
  * bit set exactly when x is 0: one test, no branch on which case ended it. */
 static inline bool probe_on(uint64_t x, uint64_t key)
 {
 	return (int64_t)((x - 1) | ((x ^ key) - 1)) >= 0;
 }
 
-/* Order n on the reference side: the class of each alive position's n-gram
- * (prev class id[k], item sym[pos[k]], sym = ref + n - 1), created in
- * order of first appearance; counts in cnt (zero on entry). Returns the
- * number of slots filled, listed in made. */
+/* Order n on the reference side: each alive position's n-gram (prev class
+ * id[k], item sym[pos[k]], sym = ref + n - 1) counted in its table slot,
+ * whose index becomes the position's class. Returns the number of slots
+ * filled, listed in made. */
 static size_t probe_ref(struct ngram_ent *t, size_t mask, unsigned shift, const uint32_t *sym,
-			const uint32_t *pos, uint32_t *id, size_t na, uint32_t *cnt, uint32_t *made)
+			const uint32_t *pos, uint32_t *id, size_t na, uint32_t *made)
 {
 	size_t nmade = 0;
 	for (size_t k = 0; k < na; k++) {
 		uint64_t key = ((uint64_t)id[k] + 1) << 32 | sym[pos[k]];
 		size_t p = (size_t)((key * HASH_MUL) >> shift);
 		uint64_t x = t[p].key;
-		uint32_t fresh, c;
 		while (probe_on(x, key)) {
 			p = (p + 1) & mask;
 			x = t[p].key;
 		}
-		fresh = x == 0;
-		c = t[p].cls;
-		c ^= (c ^ (uint32_t)nmade) & (0u - fresh); /* no branch: fresh is unpredictable */
 		t[p].key = key;
-		t[p].cls = c;
+		t[p].r++;
 		made[nmade] = (uint32_t)p;
-		nmade += fresh;
-		cnt[c]++;
-		id[k] = c;
+		nmade += x == 0;
+		id[k] = (uint32_t)p;
 	}
 	return nmade;
 }
 
-/* The hypothesis side: classes looked up (a miss goes to the sink class
- * `sink`), clipped matches returned; hyp counts in cnth (zero on entry),
- * the last position of each class in last. */
-static int64_t probe_hyp(const struct ngram_ent *t, size_t mask, unsigned shift, const uint32_t *sym,
-			 const uint32_t *pos, uint32_t *id, size_t na, const uint32_t *cntr,
-			 uint32_t *cnth, uint32_t *last, uint32_t sink)
+/* The hypothesis side: slots looked up (a miss goes to the sink slot
+ * `sink`, whose ref count stays 0), clipped matches returned; hyp counts
+ * in the slots, the last position of each slot in last. */
+static int64_t probe_hyp(struct ngram_ent *t, size_t mask, unsigned shift, const uint32_t *sym,
+			 const uint32_t *pos, uint32_t *id, size_t na, uint32_t *last, uint32_t sink)
 {
 	int64_t match = 0;
 	for (size_t k = 0; k < na; k++) {
 		uint64_t key = ((uint64_t)id[k] + 1) << 32 | sym[pos[k]];
 		size_t p = (size_t)((key * HASH_MUL) >> shift);
 		uint64_t x = t[p].key;
-		uint32_t c;
 		while (probe_on(x, key)) {
 			p = (p + 1) & mask;
 			x = t[p].key;
 		}
-		c = t[p].cls;
-		c ^= (c ^ sink) & (0u - (uint32_t)(x == 0));
-		match += cnth[c] < cntr[c];
-		cnth[c]++;
-		last[c] = pos[k];
-		id[k] = c;
+		p = x == 0 ? sink : p;
+		match += t[p].h < t[p].r;
+		t[p].h++;
+		last[p] = pos[k];
+		id[k] = (uint32_t)p;
 	}
 	return match;
 }
@@ -183,7 +175,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		       struct lynn_err *err)
 {
 	/* alive positions and the class of their current n-gram */
-	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *pi, *pj, *bih;
+	uint32_t *posh, *idh, *posr, *idr, *made, *cr, *chc, *hpos, *lastp, *pi, *pj, *bih;
 	struct bigram *bg;
 	uint8_t *h8, *r8;
 	bool direct;
@@ -195,8 +187,8 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
 	if (nr == 0)
 		return 0; /* no reference n-gram of any order: all counts 0 */
-	if (nr >= 0x7FFFFFFF || nh >= 0x7FFFFFFF)
-		return lynn_errf(err, -LYNN_EINVAL, "chrf: input of %zu items too long (2^31 at most)",
+	if (nr >= 0x1FFFFFF0 || nh >= 0x1FFFFFF0)
+		return lynn_errf(err, -LYNN_EINVAL, "chrf: input of %zu items too long (2^29 at most)",
 				 nr > nh ? nr : nh);
 	/* orders 1 and 2 counted directly when bigrams fit a small table */
 	direct = max_order >= 2 && nr >= 2 && nsym <= DIRECT_SYMS;
@@ -204,13 +196,18 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	/* after the position lists: the symbols as bytes (direct only), padded */
 	posh = score_buf(ctx, SLOT_HASH_A, 3 * (nh + 1) * sizeof *posh + nh + 16, err);
 	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr + nr + 16, err);
-	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS, 3 * ncls * sizeof *cr, err) : NULL;
-	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory) */
+	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory); ≤ 2^30
+	 * slots (slot numbers are classes) */
 	tcap = pow2_at_least((nr <= 65536 ? 8 : 2) * nr + 8);
+	/* per symbol (order 1 without the direct path), then the last hyp
+	 * position per table slot (and the sink slot tcap) */
+	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS,
+				      (2 * ncls + (ncls > tcap ? ncls : tcap + 1)) * sizeof *cr, err)
+			  : NULL;
 	/* the bigram records (direct only), then the table: all zero between
 	 * calls, whatever the layout of the previous call */
 	nbg = direct ? nsym * nsym : 0;
-	bg = cr ? clean_buf(ctx, SLOT_NGRAM, nbg * sizeof *bg + tcap * sizeof *t, err) : NULL;
+	bg = cr ? clean_buf(ctx, SLOT_NGRAM, nbg * sizeof *bg + (tcap + 1) * sizeof *t, err) : NULL;
 	if (!bg)
 		return -LYNN_ENOMEM;
 	t = (struct ngram_ent *)(bg + nbg);
@@ -223,7 +220,8 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	h8 = (uint8_t *)(bih + nh + 1);
 	r8 = (uint8_t *)(pj + nr + 1);
 	chc = cr + ncls;
-	hpos = chc + ncls;
+	hpos = chc + ncls; /* order 1 (not direct) only, before lastp is used */
+	lastp = hpos;
 
 	if (direct) {
 		n0 = 3;
@@ -362,23 +360,17 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			cap = tcap;
 		mask = cap - 1;
 		shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)cap);
-		memset(cr, 0, (nar + 1) * sizeof *cr);
-		memset(chc, 0, (nar + 1) * sizeof *chc);
-		nmade = probe_ref(t, mask, shift, ref + n - 1, posr, idr, nar, cr, made);
-		match = probe_hyp(t, mask, shift, hyp + n - 1, posh, idh, nah, cr, chc, hpos,
-				  (uint32_t)nar);
+		nmade = probe_ref(t, mask, shift, ref + n - 1, posr, idr, nar, made);
+		match = probe_hyp(t, mask, shift, hyp + n - 1, posh, idh, nah, lastp, (uint32_t)tcap);
 		v[3 * (n - 1) + 2] += match;
-		/* class numbers depend on the order's keys: empty the slots */
-		for (size_t k = 0; k < nmade; k++)
-			t[made[k]] = (struct ngram_ent){ 0 };
 		w = 0;
 		for (size_t k = 0; k < nar; k++) {
 			uint32_t c = idr[k];
-			uint64_t hr = (uint64_t)chc[c] * cr[c];
+			uint64_t hr = (uint64_t)t[c].h * t[c].r;
 			posr[w] = posr[k];
 			idr[w] = c;
 			w += hr > 1;
-			pi[np] = hpos[c];
+			pi[np] = lastp[c];
 			pj[np] = posr[k];
 			np += hr == 1;
 		}
@@ -388,9 +380,13 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			uint32_t c = idh[k];
 			posh[w] = posh[k];
 			idh[w] = c;
-			w += (uint64_t)chc[c] * cr[c] > 1;
+			w += (uint64_t)t[c].h * t[c].r > 1;
 		}
 		nah = w;
+		/* slot numbers depend on the order's keys: empty the slots */
+		for (size_t k = 0; k < nmade; k++)
+			t[made[k]] = (struct ngram_ent){ 0 };
+		t[tcap] = (struct ngram_ent){ 0 };
 	}
 	return 0;
 }
