@@ -364,7 +364,8 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		match = probe_hyp(t, mask, shift, hyp + n - 1, posh, idh, nah, lastp, (uint32_t)tcap);
 		v[3 * (n - 1) + 2] += match;
 		w = 0;
-		for (size_t k = 0; k < nar; k++) {
+		/* the alive positions and settled pairs are for the next order */
+		for (size_t k = 0; n < max_order && k < nar; k++) {
 			uint32_t c = idr[k];
 			uint64_t hr = (uint64_t)t[c].h * t[c].r;
 			posr[w] = posr[k];
@@ -376,7 +377,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		}
 		nar = w;
 		w = 0;
-		for (size_t k = 0; k < nah; k++) {
+		for (size_t k = 0; n < max_order && k < nah; k++) {
 			uint32_t c = idh[k];
 			posh[w] = posh[k];
 			idh[w] = c;
@@ -409,6 +410,20 @@ static const unsigned char ascii_ws[128] = {
 	[28] = 1, [29] = 1, [30] = 1, [31] = 1, [32] = 1,
 };
 
+/* 1 for the ASCII code points kept as characters: [0] whitespace dropped
+ * (not ascii_ws), [1] whitespace kept (all). */
+#define ONES8 1, 1, 1, 1, 1, 1, 1, 1
+#define ONES32 ONES8, ONES8, ONES8, ONES8
+static const unsigned char ascii_keep[2][128] = {
+	{ 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1,
+	  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0,
+	  0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	  ONES8, ONES8, ONES32, ONES32 },
+	{ ONES32, ONES32, ONES32, ONES32 },
+};
+#undef ONES32
+#undef ONES8
+
 /* Word hashes: Horner with a rotation, h = rotl(h, 7) ^ item (injective
  * for ASCII words up to 9 symbols; mixed before use), so that a span's hash
  * is XOR_i rotl(w_i, 7(L-1-i)): the first or last item can be taken off in
@@ -430,6 +445,7 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 	  size_t *nused, uint32_t *out, uint32_t *bnd, uint64_t *hw, size_t *nb)
 {
 	const unsigned char *u = (const unsigned char *)s;
+	const unsigned char *keep = ascii_keep[keep_ws];
 	unsigned shift = 32 - (unsigned)__builtin_ctzll((unsigned long long)cap);
 	size_t i = 0, n = 0, b = 0;
 	unsigned prev_ws = 1;
@@ -458,9 +474,13 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 	do {                                               \
 		c = (uint32_t)(w8 >> (8 * (q))) & 0xFF;    \
 		out[n] = c;                                \
-		ws = ascii_ws[c];                          \
-		WORD_STEP(c, ws);                          \
-		n += keep_ws | (ws ^ 1);                   \
+		if (bnd) {                                 \
+			ws = ascii_ws[c];                  \
+			WORD_STEP(c, ws);                  \
+			n += keep_ws | (ws ^ 1);           \
+		} else {                                   \
+			n += keep[c];                      \
+		}                                          \
 	} while (0)
 			ONE_ASCII(0);
 			ONE_ASCII(1);
