@@ -305,14 +305,25 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			 * most max_order - n + 1 ≤ 8 are needed), no branch; the
 			 * end bytes stop the agreement at the end of either side */
 			size_t room = (size_t)max_order - ((size_t)n - 1);
-			for (size_t q = 0; q < np; q++) {
+			/* room ≤ 7: the bytes past room masked off and a stop bit
+			 * at byte room, so the lowest set bit gives min(agree, room) */
+			uint64_t keep = room < 8 ? (1ULL << (8 * room)) - 1 : ~0ULL;
+			uint64_t stop = room < 8 ? 1ULL << (8 * room) : 1ULL << 63;
+			int64_t *dn = diff + n;
+			for (size_t q = 0; room < 8 && q < np; q++) {
+				uint64_t x, y;
+				memcpy(&x, h8 + pi[q] + (size_t)n - 1, 8);
+				memcpy(&y, r8 + pj[q] + (size_t)n - 1, 8);
+				dn[__builtin_ctzll(((x ^ y) & keep) | stop) >> 3]--;
+			}
+			for (size_t q = 0; room >= 8 && q < np; q++) {
 				size_t agree;
 				uint64_t x, y;
 				memcpy(&x, h8 + pi[q] + (size_t)n - 1, 8);
 				memcpy(&y, r8 + pj[q] + (size_t)n - 1, 8);
 				x ^= y;
-				agree = (size_t)(__builtin_ctzll(x | 1ULL << 63) >> 3) + (x == 0);
-				diff[n + (agree < room ? agree : room)]--;
+				agree = (size_t)(__builtin_ctzll(x | stop) >> 3) + (x == 0);
+				dn[agree < room ? agree : room]--;
 			}
 			diff[n] += (int64_t)np;
 		}
