@@ -479,8 +479,8 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 		size_t pos;
 		unsigned ws;
 		uint64_t w8;
-		if (i + 8 <= len && (memcpy(&w8, u + i, 8), !(w8 & 0x8080808080808080ULL))) {
-			/* eight ASCII bytes: no branch per byte (unrolled) */
+		/* runs of eight ASCII bytes: no branch per byte (unrolled) */
+		while (i + 8 <= len && (memcpy(&w8, u + i, 8), !(w8 & 0x8080808080808080ULL))) {
 #define ONE_ASCII(q)                                       \
 	do {                                               \
 		c = (uint32_t)(w8 >> (8 * (q))) & 0xFF;    \
@@ -503,8 +503,10 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 			ONE_ASCII(7);
 #undef ONE_ASCII
 			i += 8;
-			continue;
 		}
+		if (i >= len)
+			break;
+		c = u[i];
 		if (c < 0x80) {
 			i++;
 			out[n] = c;
