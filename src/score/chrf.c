@@ -134,9 +134,10 @@ static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t 
 {
 	int64_t m1 = 0, m2 = 0;
 	uint32_t s = (uint32_t)nsym;
+	size_t nr1 = nr - 1, nh1 = nh ? nh - 1 : 0; /* bigrams a side */
 	memset(cr1, 0, nsym * sizeof *cr1);
 	memset(ch1, 0, nsym * sizeof *ch1);
-	for (size_t j = 0; j + 1 < nr; j++) {
+	for (size_t j = 0; j < nr1; j++) {
 		uint32_t c = ref[j], b = c * s + ref[j + 1];
 		r8[j] = (uint8_t)c;
 		cr1[c]++;
@@ -145,7 +146,7 @@ static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t 
 	}
 	r8[nr - 1] = (uint8_t)ref[nr - 1];
 	cr1[ref[nr - 1]]++;
-	for (size_t i = 0; i + 1 < nh; i++) {
+	for (size_t i = 0; i < nh1; i++) {
 		uint32_t c = hyp[i], b = c * s + hyp[i + 1];
 		struct bigram *g = bg + b;
 		bih[i] = b;
@@ -226,6 +227,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	if (direct) {
 		n0 = 3;
 		/* the ref bigram indices go to `made` (unused until order 3) */
+		size_t nr1 = nr - 1, nh1 = nh ? nh - 1 : 0; /* bigrams a side */
 		order12(hyp, nh, ref, nr, nsym, cr, chc, bg, h8, r8, bih, made, v);
 		/* past the ends: two bytes that are no symbol and differ, so
 		 * that an agreement stops at either end by itself (nsym ≤ 254) */
@@ -233,7 +235,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		memset(r8 + nr, 0xFE, 8);
 		/* alive bigrams (class = its table index) and settled pairs,
 		 * for the higher orders (none in chrF++'s word order 2) */
-		for (size_t j = 0; max_order > 2 && j + 1 < nr; j++) {
+		for (size_t j = 0; max_order > 2 && j < nr1; j++) {
 			uint32_t c = made[j];
 			uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
 			posr[nar] = (uint32_t)j;
@@ -243,16 +245,16 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			pj[np] = (uint32_t)j;
 			np += hr == 1;
 		}
-		for (size_t i = 0; max_order > 2 && i + 1 < nh; i++) {
+		for (size_t i = 0; max_order > 2 && i < nh1; i++) {
 			uint32_t c = bih[i];
 			posh[nah] = (uint32_t)i;
 			idh[nah] = c;
 			nah += (uint64_t)bg[c].h * bg[c].r > 1;
 		}
 		/* empty the bigram counts again */
-		for (size_t j = 0; j + 1 < nr; j++)
+		for (size_t j = 0; j < nr1; j++)
 			bg[made[j]] = (struct bigram){ 0 };
-		for (size_t i = 0; i + 1 < nh; i++)
+		for (size_t i = 0; i < nh1; i++)
 			bg[bih[i]] = (struct bigram){ 0 };
 	} else {
 		/* order 1: the classes are the symbols themselves */
