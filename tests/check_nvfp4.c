@@ -391,6 +391,20 @@ END_TEST
 
 /* ===== lynn quantize ===== */
 
+/* A checkpoint's tensor list and its NVFP4 scan (caller frees *ts and
+ * releases sc). */
+static int64_t scan_ckpt(struct lynn_ckpt *c, const struct lynn_tensor ***ts,
+			 struct lynn_nvfp4_scan *sc)
+{
+	struct lynn_err err = { 0 };
+	int64_t n = lynn_ckpt_n_tensors(c);
+	*ts = malloc(sizeof **ts * (size_t)n);
+	for (int64_t i = 0; i < n; i++)
+		(*ts)[i] = lynn_ckpt_tensor(c, i);
+	ck_assert_int_eq(lynn_nvfp4_scan(*ts, n, true, sc, &err), 0);
+	return n;
+}
+
 static char *quantize_tiny(const char *fixture, const char *fmt)
 {
 	char *dir = tu_mkdtemp(), cmd[1024];
@@ -446,12 +460,9 @@ START_TEST(test_quantize_folder)
 	ck_assert_msg(c && s, "%s", err.msg);
 
 	/* the rules pass and the split is the recipe's */
-	int64_t n = lynn_ckpt_n_tensors(c);
-	const struct lynn_tensor **ts = malloc(sizeof *ts * (size_t)n);
-	for (int64_t i = 0; i < n; i++)
-		ts[i] = lynn_ckpt_tensor(c, i);
+	const struct lynn_tensor **ts;
 	struct lynn_nvfp4_scan sc;
-	ck_assert_int_eq(lynn_nvfp4_scan(ts, n, true, &sc, &err), 0);
+	scan_ckpt(c, &ts, &sc);
 	ck_assert_int_eq(sc.format, f);
 	ck_assert_msg(sc.n_problems == 0, "%s", sc.problems[0]);
 	/* per layer: 5 GDN or 4 attention projections, 3 shared-expert and 8x3 experts */
@@ -597,12 +608,9 @@ static void write_dequantized(const char *qdir, const char *out)
 	struct lynn_err err = { 0 };
 	struct lynn_ckpt *c = lynn_ckpt_open(qdir, &err);
 	ck_assert_msg(c != NULL, "%s", err.msg);
-	int64_t n = lynn_ckpt_n_tensors(c);
-	const struct lynn_tensor **ts = malloc(sizeof *ts * (size_t)n);
-	for (int64_t i = 0; i < n; i++)
-		ts[i] = lynn_ckpt_tensor(c, i);
+	const struct lynn_tensor **ts;
 	struct lynn_nvfp4_scan sc;
-	ck_assert_int_eq(lynn_nvfp4_scan(ts, n, true, &sc, &err), 0);
+	int64_t n = scan_ckpt(c, &ts, &sc);
 	struct lynn_st_writer *w = lynn_st_writer_create(out, 0, &err);
 	ck_assert(w != NULL);
 	char nm[300];
@@ -722,12 +730,9 @@ static void write_fused(const char *qdir, const char *out, int n_layers, int E, 
 	struct lynn_err err = { 0 };
 	struct lynn_ckpt *c = lynn_ckpt_open(qdir, &err);
 	ck_assert_msg(c != NULL, "%s", err.msg);
-	int64_t n = lynn_ckpt_n_tensors(c);
-	const struct lynn_tensor **ts = malloc(sizeof *ts * (size_t)n);
-	for (int64_t i = 0; i < n; i++)
-		ts[i] = lynn_ckpt_tensor(c, i);
+	const struct lynn_tensor **ts;
 	struct lynn_nvfp4_scan sc;
-	ck_assert_int_eq(lynn_nvfp4_scan(ts, n, true, &sc, &err), 0);
+	int64_t n = scan_ckpt(c, &ts, &sc);
 	const struct lynn_nvfp4_suffixes *sx = lynn_nvfp4_suffixes(sc.format);
 	const char *sfx[4] = { sx->weight, sx->scale, sx->global, sc.w4a4 ? sx->input : NULL };
 	const char *groups[2][3] = { { "gate_up_proj", "gate_proj", "up_proj" },
