@@ -22,8 +22,9 @@
  * Counting by prefix refinement. Items (characters or words) are dense
  * symbols; every order n gives each position a class number (its n-gram),
  * the class of order n being found from (class of the (n-1)-gram, item
- * i+n-1) with one 64-bit hash probe and no string comparison. Classes are
- * created by the reference side; the hypothesis only looks them up. Then:
+ * i+n-1) with one 64-bit hash probe and no string comparison; the class is
+ * the table slot, which holds both counts. Classes are created by the
+ * reference side; the hypothesis only looks them up. Then:
  *  - a class on one side only cannot grow into a shared n-gram, so its
  *    positions drop out of the higher orders (the totals are plain lengths);
  *  - a class with exactly one position on each side (i in the hypothesis, j
@@ -34,8 +35,11 @@
  * Most n-grams of order ≥ 2 end in one of the two cases, so few positions
  * reach the high orders. With ≤ DIRECT_SYMS symbols, orders 1 and 2 skip
  * the hashing (bigram records indexed directly) and the classes of order 2
- * are the bigram indices. The inner loops are branch-free apart from the
- * (rare) probe collisions.
+ * are the bigram indices; a settled pair's agreement is then found eight
+ * byte-symbols at a time, the two sides padded with two different bytes
+ * that are no symbol (≤ 254 symbols) so that it stops at either end. The
+ * last order needs no compaction. The inner loops are branch-free apart
+ * from the (rare) probe collisions.
  */
 #define HASH_MUL 0x9E3779B97F4A7C15ULL
 
