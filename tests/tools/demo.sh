@@ -11,4 +11,4 @@ echo "== lynn help"
 if test -d tests/fixtures/qwen35moe-tiny; then echo "== lynn inspect tests/fixtures/qwen35moe-tiny"; ./lynn inspect tests/fixtures/qwen35moe-tiny; fi
 echo "== lynn eval (four gates; tiny model + LoRA vs base, in-process)"
 sh tests/tools/demo_eval.sh
-[ -d tests/fixtures/qwen35moe-tiny ] && { echo "== lynn quant-verify (tiny model vs its f32 copy; random weights, so quality fails)"; ./lynn quant-verify --reference tests/fixtures/qwen35moe-tiny --variant f32=tests/fixtures/qwen35moe-tiny-text-f32 --variant q4km=tests/fixtures/missing-Q4_K_M.gguf --max-tokens 16 || true; }
+[ -d tests/fixtures/qwen35moe-tiny ] && { echo "== lynn quant-verify (tiny model vs its f32 copy and a Q8_0 GGUF of it; random weights, so quality fails)"; ./lynn quant-verify --reference tests/fixtures/qwen35moe-tiny --variant f32=tests/fixtures/qwen35moe-tiny-text-f32 --variant q8_0=tests/fixtures/gguf/tiny-q8_0.gguf --max-tokens 16 || true; }
