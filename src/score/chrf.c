@@ -70,6 +70,21 @@ static inline bool probe_on(uint64_t x, uint64_t key)
 	return (int64_t)((x - 1) | ((x ^ key) - 1)) >= 0;
 }
 
+/* The slot of (class id, item): where the key is, or the empty slot that
+ * ends its probe run (*x is then 0). */
+static inline size_t probe_slot(const struct ngram_ent *t, size_t mask, unsigned shift,
+				uint32_t id, uint32_t item, uint64_t *key, uint64_t *x)
+{
+	*key = ((uint64_t)id + 1) << 32 | item;
+	size_t p = (size_t)((*key * HASH_MUL) >> shift);
+	*x = t[p].key;
+	while (probe_on(*x, *key)) {
+		p = (p + 1) & mask;
+		*x = t[p].key;
+	}
+	return p;
+}
+
 /* Order n on the reference side: each alive position's n-gram (prev class
  * id[k], item sym[pos[k]], sym = ref + n - 1) counted in its table slot,
  * whose index becomes the position's class. Returns the number of slots
@@ -79,13 +94,8 @@ static size_t probe_ref(struct ngram_ent *t, size_t mask, unsigned shift, const 
 {
 	size_t nmade = 0;
 	for (size_t k = 0; k < na; k++) {
-		uint64_t key = ((uint64_t)id[k] + 1) << 32 | sym[pos[k]];
-		size_t p = (size_t)((key * HASH_MUL) >> shift);
-		uint64_t x = t[p].key;
-		while (probe_on(x, key)) {
-			p = (p + 1) & mask;
-			x = t[p].key;
-		}
+		uint64_t key, x;
+		size_t p = probe_slot(t, mask, shift, id[k], sym[pos[k]], &key, &x);
 		t[p].key = key;
 		t[p].r++;
 		made[nmade] = (uint32_t)p;
@@ -103,13 +113,8 @@ static int64_t probe_hyp(struct ngram_ent *t, size_t mask, unsigned shift, const
 {
 	int64_t match = 0;
 	for (size_t k = 0; k < na; k++) {
-		uint64_t key = ((uint64_t)id[k] + 1) << 32 | sym[pos[k]];
-		size_t p = (size_t)((key * HASH_MUL) >> shift);
-		uint64_t x = t[p].key;
-		while (probe_on(x, key)) {
-			p = (p + 1) & mask;
-			x = t[p].key;
-		}
+		uint64_t key, x;
+		size_t p = probe_slot(t, mask, shift, id[k], sym[pos[k]], &key, &x);
 		p = x == 0 ? sink : p;
 		match += t[p].h < t[p].r;
 		t[p].h++;
