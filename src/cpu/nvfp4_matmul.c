@@ -94,13 +94,33 @@ __attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
+/* One 16-element block's 8 packed bytes -> q (unscaled E2M1 values) in k
+ * order: q0 = elements 0..7, q1 = 8..15 (a table permute per nibble, the
+ * sign xor-ed in). */
+__attribute__((target("avx2,fma"))) static inline void dec16_avx2(const uint8_t *p8, __m256 *q0,
+								 __m256 *q1)
+{
+	const __m256 tbl = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+	const __m256i nib = _mm256_set1_epi32(15), sgn = _mm256_set1_epi32((int)0x80000000u);
+	long long bytes;
+	memcpy(&bytes, p8, 8);
+	__m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+	__m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi32(v, 4);
+	__m256 qlo = _mm256_permutevar8x32_ps(tbl, lo);
+	__m256 qhi = _mm256_permutevar8x32_ps(tbl, hi);
+	qlo = _mm256_xor_ps(qlo, _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(lo, 28), sgn)));
+	qhi = _mm256_xor_ps(qhi, _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(hi, 28), sgn)));
+	/* back to k order: (0..3|8..11), (4..7|12..15) -> 0..7, 8..15 */
+	__m256 ul = _mm256_unpacklo_ps(qlo, qhi), uh = _mm256_unpackhi_ps(qlo, qhi);
+	*q0 = _mm256_permute2f128_ps(ul, uh, 0x20);
+	*q1 = _mm256_permute2f128_ps(ul, uh, 0x31);
+}
+
 __attribute__((target("avx2,fma"))) static void
 rows_avx2(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t n_tok, int64_t r0,
 	  int64_t r1, float *y, int64_t ldy, bool accumulate)
 {
 	const int64_t nb = w->k / 16, k = w->k;
-	const __m256 tbl = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
-	const __m256i nib = _mm256_set1_epi32(15), sgn = _mm256_set1_epi32((int)0x80000000u);
 
 	for (int64_t r = r0; r < r1; r++) {
 		const uint8_t *P = w->packed + r * (k / 2), *S = w->scales + r * nb;
@@ -109,20 +129,8 @@ rows_avx2(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t 
 			__m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(),
 					  _mm256_setzero_ps(), _mm256_setzero_ps() };
 			for (int64_t b = 0; b < nb; b++) {
-				long long bytes;
-				memcpy(&bytes, P + b * 8, 8);
-				__m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
-				__m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi32(v, 4);
-				__m256 qlo = _mm256_permutevar8x32_ps(tbl, lo);
-				__m256 qhi = _mm256_permutevar8x32_ps(tbl, hi);
-				qlo = _mm256_xor_ps(qlo, _mm256_castsi256_ps(_mm256_and_si256(
-								_mm256_slli_epi32(lo, 28), sgn)));
-				qhi = _mm256_xor_ps(qhi, _mm256_castsi256_ps(_mm256_and_si256(
-								_mm256_slli_epi32(hi, 28), sgn)));
-				/* back to k order: (0..3|8..11), (4..7|12..15) -> 0..7, 8..15 */
-				__m256 ul = _mm256_unpacklo_ps(qlo, qhi), uh = _mm256_unpackhi_ps(qlo, qhi);
-				__m256 q0 = _mm256_permute2f128_ps(ul, uh, 0x20);
-				__m256 q1 = _mm256_permute2f128_ps(ul, uh, 0x31);
+				__m256 q0, q1;
+				dec16_avx2(P + b * 8, &q0, &q1);
 				__m256 s = _mm256_set1_ps(e4m3_fast(S[b]));
 				for (int j = 0; j < mm; j++) {
 					const float *xr = x + (i0 + j) * ldx + b * 16;
@@ -151,8 +159,6 @@ rows_avx2_many(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int
 	       int64_t r0, int64_t r1, float *y, int64_t ldy, bool accumulate)
 {
 	const int64_t k = w->k;
-	const __m256 tbl = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
-	const __m256i nib = _mm256_set1_epi32(15), sgn = _mm256_set1_epi32((int)0x80000000u);
 	float wbuf[WCHUNK] __attribute__((aligned(32)));
 	float sums[TGROUP];
 
@@ -165,22 +171,11 @@ rows_avx2_many(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int
 			for (int64_t c0 = 0; c0 < k; c0 += WCHUNK) {
 				int64_t len = k - c0 < WCHUNK ? k - c0 : WCHUNK;
 				for (int64_t b = 0; b < len / 16; b++) {
-					long long bytes;
-					memcpy(&bytes, P + (c0 + b * 16) / 2, 8);
-					__m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
-					__m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi32(v, 4);
-					__m256 qlo = _mm256_permutevar8x32_ps(tbl, lo);
-					__m256 qhi = _mm256_permutevar8x32_ps(tbl, hi);
-					qlo = _mm256_xor_ps(qlo, _mm256_castsi256_ps(_mm256_and_si256(
-									_mm256_slli_epi32(lo, 28), sgn)));
-					qhi = _mm256_xor_ps(qhi, _mm256_castsi256_ps(_mm256_and_si256(
-									_mm256_slli_epi32(hi, 28), sgn)));
-					__m256 ul = _mm256_unpacklo_ps(qlo, qhi), uh = _mm256_unpackhi_ps(qlo, qhi);
+					__m256 q0, q1;
+					dec16_avx2(P + (c0 + b * 16) / 2, &q0, &q1);
 					__m256 s = _mm256_set1_ps(e4m3_fast(S[(c0 + b * 16) / 16]));
-					_mm256_store_ps(wbuf + b * 16,
-							_mm256_mul_ps(_mm256_permute2f128_ps(ul, uh, 0x20), s));
-					_mm256_store_ps(wbuf + b * 16 + 8,
-							_mm256_mul_ps(_mm256_permute2f128_ps(ul, uh, 0x31), s));
+					_mm256_store_ps(wbuf + b * 16, _mm256_mul_ps(q0, s));
+					_mm256_store_ps(wbuf + b * 16 + 8, _mm256_mul_ps(q1, s));
 				}
 				for (int64_t t = 0; t < nt; t++) {
 					const float *xr = x + (t0 + t) * ldx + c0;
