@@ -50,7 +50,8 @@ enum lynn_cuda_path {
 	LYNN_CUDA_PATH_MMA = 2,   /* BF16 tensor cores (wmma), tiles of 64 rows */
 	LYNN_CUDA_PATH_TC = 3,    /* BF16 mma.sync, weights as the m16 operand; K <= 5112 */
 	LYNN_CUDA_PATH_TC2 = 4,   /* tc with a cp.async weight pipeline; K <= 4152 */
-	LYNN_CUDA_PATH_COUNT = 5,
+	LYNN_CUDA_PATH_TC3 = 5,   /* tc, weights streamed into registers; K % 128 == 0, K <= 7224 */
+	LYNN_CUDA_PATH_COUNT = 6,
 };
 
 /* Y[M,N] (bf16 or f32 per `out`) = X[M,K] (bf16) * W^T; M >= 1 (any M
