@@ -13,8 +13,8 @@
  *    rows; each K step of 64 dequantizes a 64x64 tile into shared memory
  *    (one 16-byte load per thread) and multiplies it with the M x 64
  *    activation tile (M padded to 16).
- *  - tc / tc2 / tc3: BF16 mma.sync m16n8k16 with the weights as the 16-row operand
- *    and the tokens as the 8-column one (see the comment at nvfp4_tc_kernel);
+ *  - tc2 / tc3: BF16 mma.sync m16n8k16 with the weights as the 16-row operand
+ *    and the tokens as the 8-column one (see the comment above lynn_prmt);
  *    tc2 streams the weights through a per-warp cp.async ring, tc3 (K %
  *    128 == 0) into registers; both are launched with programmatic
  *    dependent launch (their weight loads start while the previous kernel
@@ -303,7 +303,7 @@ nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	}
 }
 
-/* ===== tc (BF16 tensor cores via mma.sync m16n8k16, dequant in registers) =====
+/* ===== tc2 / tc3 (BF16 tensor cores via mma.sync m16n8k16, dequant in registers) =====
  * The weight is the m16 operand A (16 weight rows), the tokens are the n8
  * operand B (8 tokens per n-tile; M = 1 uses one column), so the decode cost
  * per weight does not grow with M up to 8 and the MMA replaces the per-element
@@ -317,12 +317,7 @@ nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
  * q*s exactly (every intermediate has <= 8 significant bits and stays
  * normal). The 8 warps of a block split K (KG groups) and/or rows (8/KG),
  * partial sums are reduced in shared memory; X (this call's tokens, whole K)
- * sits in shared memory; all of a warp's weight loads (up to 4 spans) are
- * issued before X is staged. */
-
-/* spans (128 K) per warp per batch: 8 x 16-byte loads in flight at M <= 8,
- * fewer for more tokens (registers) */
-#define TC_SB (MT8 == 1 ? 4 : MT8 == 2 ? 2 : 1)
+ * sits in shared memory; weight loads are issued before X is staged. */
 
 static __device__ __forceinline__ uint32_t lynn_prmt(uint32_t a, uint32_t b, uint32_t s)
 {
@@ -403,6 +398,20 @@ static __device__ __forceinline__ void lynn_tc_scale2(uint32_t pair, uint32_t *s
 	}
 }
 
+/* The call's tokens (at most MT8 * 8 rows of K) into shared memory rows of
+ * xld elements, then a block barrier. */
+template <int MT8>
+static __device__ __forceinline__ void tc_stage_x(__nv_bfloat16 *xs, int xld,
+						  const __nv_bfloat16 *__restrict__ x, int m, int k)
+{
+	const int mm = m < MT8 * 8 ? m : MT8 * 8, per_row = k / 8;
+	for (int i = threadIdx.x; i < mm * per_row; i += blockDim.x) {
+		const int r = i / per_row, q = i - r * per_row;
+		*(uint4 *)(xs + r * xld + q * 8) = __ldg((const uint4 *)(x + (int64_t)r * k + q * 8));
+	}
+	__syncthreads();
+}
+
 /* End of the tc kernels: the K groups' partial sums (acc) are reduced
  * through shared memory (the kernel's, reused after a barrier) and the
  * group's first warp stores rows rA / rB (< n) of the m tokens, times alpha. */
@@ -441,100 +450,8 @@ static __device__ __forceinline__ void tc_reduce_store(float (&acc)[MT8][4], voi
 		}
 }
 
-template <int MT8, typename TY>
-static __global__ void __launch_bounds__(256, MT8 <= 4 ? 2 : 1)
-nvfp4_tc_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
-		const float *__restrict__ alpha, const int32_t *__restrict__ ids,
-		const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
-		int64_t k, int kg_n, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
-{
-	extern __shared__ uint4 tc_sh4[];
-	__nv_bfloat16 *xs = (__nv_bfloat16 *)tc_sh4;
-	const int64_t xld = k + 8; /* elements; +16 bytes against bank repeats */
-	const int g = blockIdx.y;
-	const int e = ids ? ids[g] : 0;
-	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const int gq = lane >> 2, c = lane & 3;
-	const int rg = warp / kg_n, kgi = warp % kg_n;
-	const int64_t rA = ((int64_t)blockIdx.x * (8 / kg_n) + rg) * 16 + gq, rB = rA + 8;
-	const int nspans = (int)((k + 127) / 128);
-	const uint8_t *P = packed + (int64_t)e * n * (k / 2);
-	const uint8_t *S = scales + (int64_t)e * n * (k / 16);
-	float acc[MT8][4];
-	uint4 wa[TC_SB], wb[TC_SB];
-	uint32_t sa[TC_SB], sb[TC_SB];
-
-#pragma unroll
-	for (int t = 0; t < MT8; t++)
-		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-	auto load = [&](int sp0) {
-#pragma unroll
-		for (int u = 0; u < TC_SB; u++) {
-			const int sp = sp0 + u * kg_n;
-			const int64_t kk = (int64_t)sp * 128 + 32 * c;
-			const bool kv = sp < nspans && kk < k;
-			wa[u] = wb[u] = make_uint4(0, 0, 0, 0);
-			sa[u] = sb[u] = 0;
-			if (kv && rA < n) {
-				wa[u] = __ldcs((const uint4 *)(P + rA * (k / 2) + kk / 2));
-				sa[u] = __ldcs((const uint16_t *)(S + rA * (k / 16) + kk / 16));
-			}
-			if (kv && rB < n) {
-				wb[u] = __ldcs((const uint4 *)(P + rB * (k / 2) + kk / 2));
-				sb[u] = __ldcs((const uint16_t *)(S + rB * (k / 16) + kk / 16));
-			}
-		}
-	};
-	load(kgi);
-	/* stage X (m rows of this call, whole K) while the weights are in flight */
-	x += (int64_t)g * x_group_stride;
-	{
-		const int mm = m < MT8 * 8 ? m : MT8 * 8;
-		const int64_t per_row = k / 8; /* 16-byte pieces */
-		for (int64_t i = threadIdx.x; i < (int64_t)mm * per_row; i += blockDim.x) {
-			const int64_t r = i / per_row, q = i % per_row;
-			*(uint4 *)(xs + r * xld + q * 8) = __ldg((const uint4 *)(x + r * k + q * 8));
-		}
-	}
-	__syncthreads();
-	for (int sp0 = kgi;; ) {
-#pragma unroll
-		for (int u = 0; u < TC_SB; u++) {
-			const int sp = sp0 + u * kg_n;
-			const int64_t kk = (int64_t)sp * 128 + 32 * c;
-			const bool kv = sp < nspans && kk < k;
-			uint32_t scA[2], shA[2], scB[2], shB[2];
-			lynn_tc_scale2(sa[u], scA, shA);
-			lynn_tc_scale2(sb[u], scB, shB);
-			const uint32_t wA[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w };
-			const uint32_t wB[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
-#pragma unroll
-			for (int j = 0; j < 8; j++) {
-				uint32_t a0, a1, a2, a3;
-				const int sh = 16 * (j & 1);
-				lynn_tc_dec4(wA[j >> 1] >> sh, scA[j >> 2], shA[j >> 2], a0, a2);
-				lynn_tc_dec4(wB[j >> 1] >> sh, scB[j >> 2], shB[j >> 2], a1, a3);
-#pragma unroll
-				for (int t = 0; t < MT8; t++) {
-					const int tok = t * 8 + gq;
-					uint2 bv = make_uint2(0, 0);
-					if (kv && tok < m)
-						bv = *(const uint2 *)(xs + tok * xld + kk + 4 * j);
-					lynn_mma_bf16(acc[t], a0, a1, a2, a3, bv.x, bv.y);
-				}
-			}
-		}
-		sp0 += TC_SB * kg_n;
-		if (sp0 >= nspans)
-			break;
-		load(sp0); /* K > 4096 with 8 K-groups: one more batch, not overlapped */
-	}
-	tc_reduce_store<MT8, TY>(acc, tc_sh4, kg_n, rA, m, n, alpha[e], y + (int64_t)g * y_group_stride,
-				y_ld);
-}
-
-/* ===== tc2: the tc kernel with a per-warp cp.async pipeline =====
- * Same operand mapping and exact decode as tc. Each lane streams its own two
+/* ===== tc2: a per-warp cp.async pipeline =====
+ * Each lane streams its own two
  * 16-byte pieces per span through a private TC2_NST-stage ring in shared
  * memory (cp.async.cg, zero-filled outside the matrix), so up to
  * TC2_NST - 1 spans per warp are in flight while one is decoded and
@@ -606,16 +523,7 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	 * above do not depend on the previous kernel, X does */
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	asm volatile("griddepcontrol.wait;" ::: "memory");
-	x += (int64_t)g * x_group_stride;
-	{
-		const int mm = m < MT8 * 8 ? m : MT8 * 8;
-		const int per_row = (int)(k / 8);
-		for (int i = threadIdx.x; i < mm * per_row; i += blockDim.x) {
-			const int r = i / per_row, q = i - r * per_row;
-			*(uint4 *)(xs + r * xld + q * 8) = __ldg((const uint4 *)(x + (int64_t)r * k + q * 8));
-		}
-	}
-	__syncthreads();
+	tc_stage_x<MT8>(xs, (int)xld, x + (int64_t)g * x_group_stride, m, (int)k);
 	for (int base = 0; base < my; base += NST) {
 #pragma unroll
 		for (int st = 0; st < NST; st++) {
@@ -755,16 +663,7 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	 * on the previous kernel, X does */
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	asm volatile("griddepcontrol.wait;" ::: "memory");
-	x += (int64_t)g * x_group_stride;
-	{
-		const int mm = m < MT8 * 8 ? m : MT8 * 8;
-		const int per_row = k32 / 8;
-		for (int i = threadIdx.x; i < mm * per_row; i += blockDim.x) {
-			const int r = i / per_row, q = i - r * per_row;
-			*(uint4 *)(xs + r * xld + q * 8) = __ldg((const uint4 *)(x + (int64_t)r * k + q * 8));
-		}
-	}
-	__syncthreads();
+	tc_stage_x<MT8>(xs, xld, x + (int64_t)g * x_group_stride, m, k32);
 	const __nv_bfloat16 *xr = xs + gq * xld + s0 * 128 + 32 * c;
 #pragma unroll 1
 	for (int base = 0; base < my; base += D) {
@@ -903,63 +802,24 @@ static int tc_kgroups(int64_t n, int64_t k, int groups)
 	return kg;
 }
 
-static size_t tc_smem(int mt8, int64_t k)
+/* Shared memory of tc2 (v = 2: the ring, then X) and tc3 (v = 3: X, or the
+ * K-group reduction where that is larger) for mt8 token tiles of 8; both
+ * may take TC_MAX_SHM (two blocks per multiprocessor). */
+#define TC_MAX_SHM (113 * 1024)
+
+static size_t tc_smem(int v, int mt8, int64_t k)
 {
-	size_t xb = (size_t)mt8 * 8 * (size_t)(k + 8) * 2, rb = (size_t)mt8 * 4096;
-	return xb > rb ? xb : rb;
+	const size_t xb = (size_t)mt8 * 8 * (size_t)(k + 8) * 2;
+	const size_t rb = (size_t)mt8 * 4096;
+	return v == 2 ? (size_t)8 * TC2_NST * 64 * 16 + xb : xb > rb ? xb : rb;
 }
 
-/* tokens per tc launch: the largest of 8/16/32/64 that the call needs and
- * whose X fits TC_MAX_SHM (more passes over the weights beyond that) */
-#define TC_MAX_SHM (80 * 1024)
-
-static int tc_mt8(int m, int64_t k)
+/* tokens per launch: the largest of 8/16/32/64 that the call needs and
+ * that fits (more passes over the weights beyond that) */
+static int tc_mt8(int v, int m, int64_t k)
 {
 	int mt8 = 1;
-	while (mt8 < 8 && mt8 * 8 < m && tc_smem(mt8 * 2, k) <= TC_MAX_SHM)
-		mt8 *= 2;
-	return mt8;
-}
-
-template <int MT8, typename TY>
-static void launch_tc(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
-		      const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld, int64_t ygs,
-		      cudaStream_t st)
-{
-	const int kg = tc_kgroups(w->n, w->k, groups);
-	const int64_t rows_per_block = 16 * (8 / kg);
-	const size_t shm = tc_smem(MT8, w->k);
-	static bool raised;
-	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
-	if (shm > 48 * 1024 && !raised) {
-		cudaFuncSetAttribute(nvfp4_tc_kernel<MT8, TY>,
-				     cudaFuncAttributeMaxDynamicSharedMemorySize, TC_MAX_SHM);
-		raised = true;
-	}
-	nvfp4_tc_kernel<MT8, TY><<<grid, 256, shm, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids,
-							x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
-}
-
-static size_t tc2_smem(int mt8, int64_t k)
-{
-	return (size_t)8 * TC2_NST * 64 * 16 + (size_t)mt8 * 8 * (size_t)(k + 8) * 2;
-}
-
-/* two blocks per multiprocessor */
-#define TC2_MAX_SHM (113 * 1024)
-
-static int tc2_mt8(int m, int64_t k)
-{
-	int mt8 = 1;
-	while (mt8 < 8 && mt8 * 8 < m && tc2_smem(mt8 * 2, k) <= TC2_MAX_SHM)
-		mt8 *= 2;
-	return mt8;
-}
-
-static int tc3_mt8(int m, int64_t k)
-{
-	int mt8 = 1;
-	while (mt8 < 8 && mt8 * 8 < m && tc_smem(mt8 * 2, k) <= TC2_MAX_SHM)
+	while (mt8 < 8 && mt8 * 8 < m && tc_smem(v, mt8 * 2, k) <= TC_MAX_SHM)
 		mt8 *= 2;
 	return mt8;
 }
@@ -977,7 +837,7 @@ static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t 
 	const int64_t rows_per_block = 16 * (8 / kg);
 	static bool raised;
 	if (!raised) {
-		cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TC2_MAX_SHM);
+		cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_MAX_SHM);
 		raised = true;
 	}
 	cudaLaunchConfig_t cfg = {};
@@ -986,7 +846,7 @@ static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t 
 	at[0].val.programmaticStreamSerializationAllowed = 1;
 	cfg.gridDim = dim3((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
 	cfg.blockDim = dim3(256);
-	cfg.dynamicSmemBytes = V == 2 ? tc2_smem(MT8, w->k) : tc_smem(MT8, w->k);
+	cfg.dynamicSmemBytes = tc_smem(V, MT8, w->k);
 	cfg.stream = st;
 	cfg.attrs = at;
 	cfg.numAttrs = 1;
@@ -1013,21 +873,20 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 	while (gmax > 1 && (int64_t)gmax * w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
 		gmax >>= 1;
 	const bool gv = path == LYNN_CUDA_PATH_GEMV;
-	if (path == LYNN_CUDA_PATH_TC || path == LYNN_CUDA_PATH_TC2 || path == LYNN_CUDA_PATH_TC3) {
+	if (path == LYNN_CUDA_PATH_TC2 || path == LYNN_CUDA_PATH_TC3) {
 		/* token tiles of 8, 16, 32 or 64 per launch, more as further passes */
 		typedef void (*tc_launch)(const struct lynn_cuda_nvfp4_weight *, const int32_t *, int,
 					  const __nv_bfloat16 *, int64_t, int, TY *, int64_t, int64_t,
 					  cudaStream_t);
-		static const tc_launch tc[3][4] = {
-			{ launch_tc<1, TY>, launch_tc<2, TY>, launch_tc<4, TY>, launch_tc<8, TY> },
+		static const tc_launch tc[2][4] = {
 			{ launch_tc_pdl<2, 1, TY>, launch_tc_pdl<2, 2, TY>, launch_tc_pdl<2, 4, TY>,
 			  launch_tc_pdl<2, 8, TY> },
 			{ launch_tc_pdl<3, 1, TY>, launch_tc_pdl<3, 2, TY>, launch_tc_pdl<3, 4, TY>,
 			  launch_tc_pdl<3, 8, TY> },
 		};
-		const int v = path - LYNN_CUDA_PATH_TC;
-		const int mt8 = v == 0 ? tc_mt8(m, w->k) : v == 1 ? tc2_mt8(m, w->k) : tc3_mt8(m, w->k);
-		const tc_launch f = tc[v][mt8 == 1 ? 0 : mt8 == 2 ? 1 : mt8 == 4 ? 2 : 3];
+		const int v = path == LYNN_CUDA_PATH_TC2 ? 2 : 3;
+		const int mt8 = tc_mt8(v, m, w->k);
+		const tc_launch f = tc[v - 2][mt8 == 1 ? 0 : mt8 == 2 ? 1 : mt8 == 4 ? 2 : 3];
 		for (int m0 = 0; m0 < m; m0 += mt8 * 8) {
 			const int mm = m - m0 < mt8 * 8 ? m - m0 : mt8 * 8;
 			f(w, ids, groups, x + (int64_t)m0 * w->k, xgs, mm, y + (int64_t)m0 * w->n, w->n,
@@ -1070,7 +929,7 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 	const __nv_bfloat16 *x = (const __nv_bfloat16 *)d_x;
 	cudaStream_t st = (cudaStream_t)stream;
 	int64_t ygs;
-	bool mma_ok, tc3_ok;
+	bool mma_ok, tc2_ok, tc3_ok;
 
 	if (!w || !w->d_packed || !w->d_scales || !w->d_alpha || !d_x || !d_y || m < 1 ||
 	    w->n < 1 || w->k < 32 || w->k % 32 || w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
@@ -1079,25 +938,20 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 				 m, (long long)(w ? w->n : 0), (long long)(w ? w->k : 0));
 	ygs = (int64_t)m * w->n;
 	mma_ok = w->n % MMA_BN == 0 && w->k % MMA_BK == 0;
-	if (path == LYNN_CUDA_PATH_TC2 && tc2_smem(1, w->k) > TC2_MAX_SHM)
-		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc2 path needs K <= %d",
-				 (TC2_MAX_SHM - 8 * TC2_NST * 64 * 16) / 16 - 8);
-	tc3_ok = w->k % 128 == 0 && tc_smem(1, w->k) <= TC2_MAX_SHM;
-	if (path == LYNN_CUDA_PATH_TC3 && !tc3_ok)
-		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc3 path needs K %% 128 == 0 and K <= %d",
-				 TC2_MAX_SHM / 16 - 8);
+	/* tc2, tc3: whether one token tile fits (tc3 also needs whole spans) */
+	tc2_ok = tc_smem(2, 1, w->k) <= TC_MAX_SHM;
+	tc3_ok = tc_smem(3, 1, w->k) <= TC_MAX_SHM && w->k % 128 == 0;
 	if (path == LYNN_CUDA_PATH_AUTO) {
-		if (m <= TC_AUTO_MAX_M && tc3_ok)
-			path = LYNN_CUDA_PATH_TC3;
-		else if (m <= TC_AUTO_MAX_M && tc2_smem(1, w->k) <= TC2_MAX_SHM)
-			path = LYNN_CUDA_PATH_TC2;
-		else if (m <= 8 && tc_smem(1, w->k) <= TC_MAX_SHM)
-			path = LYNN_CUDA_PATH_TC;
+		if (m <= TC_AUTO_MAX_M && (tc3_ok || tc2_ok))
+			path = tc3_ok ? LYNN_CUDA_PATH_TC3 : LYNN_CUDA_PATH_TC2;
 		else
 			path = (m <= GEMV_MAX_M || !mma_ok) ? LYNN_CUDA_PATH_GEMV : LYNN_CUDA_PATH_MMA;
 	}
-	if (path == LYNN_CUDA_PATH_TC && tc_smem(1, w->k) > TC_MAX_SHM)
-		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc path needs K <= %d",
+	if (path == LYNN_CUDA_PATH_TC2 && !tc2_ok)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc2 path needs K <= %d",
+				 (TC_MAX_SHM - 8 * TC2_NST * 64 * 16) / 16 - 8);
+	if (path == LYNN_CUDA_PATH_TC3 && !tc3_ok)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc3 path needs K %% 128 == 0 and K <= %d",
 				 TC_MAX_SHM / 16 - 8);
 	if (path == LYNN_CUDA_PATH_MMA && !mma_ok)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");

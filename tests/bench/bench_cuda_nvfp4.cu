@@ -167,7 +167,7 @@ struct errstat {
 };
 
 /* lynn_cuda_path values in order, for the printed names */
-static const char *const PATH_NAME[LYNN_CUDA_PATH_COUNT] = { "auto", "gemv", "mma", "tc", "tc2", "tc3" };
+static const char *const PATH_NAME[LYNN_CUDA_PATH_COUNT] = { "auto", "gemv", "mma", "tc2", "tc3" };
 
 static void verdict(const char *what, const errstat &st, double tol)
 {
@@ -636,10 +636,9 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, bst, &e_));
 		}, it);
 		double bw = fp4_bytes / (t[0] * 1e-6), bwg = fp4_bytes / (tg * 1e-6);
-		printf("%-10s M=%-3d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc %7.2f tc2 %7.2f "
-		       "tc3 %7.2f) %5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | "
-		       "%.2fx\n",
-		       name, m, t[0], t[1], t[2], t[3], t[4], t[5], bw / 1e9, 100 * bw / copybw, tb,
+		printf("%-10s M=%-3d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc2 %7.2f tc3 %7.2f) "
+		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | %.2fx\n",
+		       name, m, t[0], t[1], t[2], t[3], t[4], bw / 1e9, 100 * bw / copybw, tb,
 		       bf_bytes / (tb * 1e-6) / 1e9, tb / t[0]);
 		printf("%-10s M=%-3d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy (tc2 %.2f us "
 		       "%3.0f%%) | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | %.2fx\n",
@@ -649,12 +648,12 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 		fprintf(jout,
 			"{\"bench\":\"%s\",\"n\":%lld,\"k\":%lld,\"m\":%d,\"us_auto\":%.2f,"
 			"\"us_gemv\":%.2f,\"us_mma\":%.2f,"
-			"\"us_tc\":%.2f,\"us_tc2\":%.2f,\"us_tc3\":%.2f,\"us_bf16\":%.2f,\"gbps\":%.1f,"
+			"\"us_tc2\":%.2f,\"us_tc3\":%.2f,\"us_bf16\":%.2f,\"gbps\":%.1f,"
 			"\"frac_copy\":%.3f,\"speedup\":%.3f,\"us_auto_graph\":%.2f,\"us_tc2_graph\":%.2f,"
 			"\"us_bf16_graph\":%.2f,"
 			"\"frac_copy_graph\":%.3f,\"speedup_graph\":%.3f}\n",
 			name, (long long)n, (long long)k, m, t[0], t[1], isnan(t[2]) ? -1.0 : t[2], t[3],
-			t[4], isnan(t[5]) ? -1.0 : t[5], tb, bw / 1e9, bw / copybw, tb / t[0], tg, tg2, tbg,
+			isnan(t[4]) ? -1.0 : t[4], tb, bw / 1e9, bw / copybw, tb / t[0], tg, tg2, tbg,
 			bwg / copybw, tbg / tg);
 		if (m <= 4)
 			for (int kg = 1; kg <= 8; kg *= 2) {
@@ -757,10 +756,10 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		}, 10);
 		double bytes = (double)u * (gu4 + dn4);
 		double bw = bytes / (tp[0] * 1e-6), bwg = bytes / (tpg * 1e-6);
-		printf("moe M=%-3d U=%-3d t=%d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc %7.2f tc2 %7.2f "
+		printf("moe M=%-3d U=%-3d t=%d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc2 %7.2f "
 		       "tc3 %7.2f) %5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt per-expert %8.1f us | "
 		       "%.2fx\n",
-		       m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], bw / 1e9, 100 * bw / copybw, tb,
+		       m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], bw / 1e9, 100 * bw / copybw, tb,
 		       tb / tp[0]);
 		printf("moe M=%-3d U=%-3d t=%d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy "
 		       "(tc2 %.2f us %3.0f%%)\n",
@@ -769,10 +768,10 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		fprintf(jout,
 			"{\"bench\":\"moe\",\"m\":%d,\"experts\":%d,\"tokens_per_expert\":%d,"
 			"\"us_auto\":%.2f,\"us_gemv\":%.2f,\"us_mma\":%.2f,"
-			"\"us_tc\":%.2f,\"us_tc2\":%.2f,\"us_tc3\":%.2f,\"us_bf16_loop\":%.2f,"
+			"\"us_tc2\":%.2f,\"us_tc3\":%.2f,\"us_bf16_loop\":%.2f,"
 			"\"gbps\":%.1f,\"frac_copy\":%.3f,\"speedup\":%.3f,\"us_auto_graph\":%.2f,"
 			"\"us_tc2_graph\":%.2f,\"frac_copy_graph\":%.3f}\n",
-			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], tb, bw / 1e9, bw / copybw,
+			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tb, bw / 1e9, bw / copybw,
 			tb / tp[0], tpg, tpg2, bwg / copybw);
 		if (m == 1)
 			for (int kg = 1; kg <= 8; kg *= 2) {
@@ -821,7 +820,7 @@ int main(int argc, char **argv)
 	check_dense(192, 96, 3, 1 << 30);   /* K % 64 != 0: gemv only */
 	check_dense(64, 32, 2, 1 << 30);    /* smallest K */
 	check_dense(100, 160, 5, 1 << 30);  /* N % 16 != 0, K not a whole 128-span */
-	check_dense(64, 4096, 3, 1 << 30);  /* tc: two batches per warp; tc2: 4 laps of its ring */
+	check_dense(64, 4096, 3, 1 << 30);  /* tc2: 4 laps of its ring; tc3: 4 spans a warp */
 	check_dense(100, 384, 5, 1 << 30);  /* tc3: N % 16 != 0, 3 spans split unevenly over K groups */
 	check_dense(25600, 768, 2, 512);    /* tc3: 6 spans a warp, its 4-span window refilled twice */
 	for (int m : { 1, 4, 16, 64 }) {
