@@ -611,11 +611,11 @@ static __device__ __forceinline__ uint32_t lynn_ld_ahead(const uint16_t *p)
 	return v;
 }
 
-/* spans in flight per warp (registers: 2 blocks of 256 threads per SM) */
-#define TC3_D 4
-
-template <int MT8, typename TY, int D = TC3_D>
-static __global__ void __launch_bounds__(256, 2)
+/* D spans in flight per warp, MINB blocks of 256 threads per SM (the
+ * registers: 4 spans and 2 blocks; 2 spans and 3 blocks for grids of many
+ * waves, see launch_tc_pdl) */
+template <int MT8, typename TY, int D, int MINB>
+static __global__ void __launch_bounds__(256, MINB)
 nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
 		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
 		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
@@ -783,21 +783,26 @@ extern "C" void lynn_cuda_nvfp4_tc_tune(int kgroups) { tc_kg_override = kgroups;
  * stream per warp) that still give >= 1.5 blocks per multiprocessor: the
  * K-group sweep on the H200 (docs/benchmarks.md) found 4 best for 2048 ->
  * 8192 (one full wave of 256 blocks) and 1 for lm_head. */
-static int tc_kgroups(int64_t n, int64_t k, int groups)
+static int sm_count(void)
 {
 	static int sms;
-	int64_t spans = (k + 127) / 128;
-	int kg = 1;
-	if (tc_kg_override)
-		return tc_kg_override;
 	if (!sms) {
 		int dev = 0;
 		cudaGetDevice(&dev);
 		if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
 			sms = 132;
 	}
+	return sms;
+}
+
+static int tc_kgroups(int64_t n, int64_t k, int groups)
+{
+	int64_t spans = (k + 127) / 128;
+	int kg = 1;
+	if (tc_kg_override)
+		return tc_kg_override;
 	while (kg < 8 && kg * 2 <= spans &&
-	       ((n + 16 * (8 / kg) - 1) / (16 * (8 / kg))) * groups * 2 < 3 * (int64_t)sms)
+	       ((n + 16 * (8 / kg) - 1) / (16 * (8 / kg))) * groups * 2 < 3 * (int64_t)sm_count())
 		kg *= 2;
 	return kg;
 }
@@ -832,13 +837,22 @@ static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t 
 			  const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
 			  int64_t ygs, cudaStream_t st)
 {
-	auto kern = V == 2 ? nvfp4_tc2_kernel<MT8, TY> : nvfp4_tc3_kernel<MT8, TY>;
 	const int kg = tc_kgroups(w->n, w->k, groups);
 	const int64_t rows_per_block = 16 * (8 / kg);
-	static bool raised;
-	if (!raised) {
+	const int64_t blocks = (w->n + rows_per_block - 1) / rows_per_block * groups;
+	/* tc3 over many waves (lm_head): a third block per SM overlaps the
+	 * blocks' starts and ends better than more spans in flight per warp */
+	bool many = false;
+	auto kern = V == 2 ? nvfp4_tc2_kernel<MT8, TY> : nvfp4_tc3_kernel<MT8, TY, 4, 2>;
+	if constexpr (V == 3 && MT8 == 1) { /* (more tokens: registers spill) */
+		many = blocks > 8 * (int64_t)sm_count();
+		if (many)
+			kern = nvfp4_tc3_kernel<1, TY, 2, 3>;
+	}
+	static bool raised[2];
+	if (!raised[many]) {
 		cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_MAX_SHM);
-		raised = true;
+		raised[many] = true;
 	}
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute at[1];
