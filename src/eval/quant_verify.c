@@ -266,6 +266,28 @@ struct load_ctx {
 	struct id_index ix, ix_known;
 };
 
+/* A record's id must not repeat an earlier record's in the same file. */
+static int load_id_new(struct load_ctx *c, const char *id, size_t line, struct lynn_err *err)
+{
+	if (prompts_find(&c->ix, c->p, id) >= 0)
+		return lynn_errf(err, -LYNN_EFORMAT, "quant-verify: '%s' line %zu: id '%s' repeated",
+				 c->path, line, id);
+	return 0;
+}
+
+/* Append q to the list being loaded, which owns it from then on; on failure
+ * q is released. */
+static int load_push(struct load_ctx *c, struct lynn_qv_prompt *q, struct lynn_err *err)
+{
+	int rc = prompts_grow(c->p, &c->cap, err);
+	if (rc) {
+		prompt_release(q);
+		return rc;
+	}
+	c->p->items[c->p->n++] = *q;
+	return 0;
+}
+
 static int prompt_line(void *ud, const cJSON *rec, size_t line, struct lynn_err *err)
 {
 	struct load_ctx *c = ud;
@@ -286,11 +308,8 @@ static int prompt_line(void *ud, const cJSON *rec, size_t line, struct lynn_err 
 				 c->path, line);
 	if ((rc = record_id(rec, c->path, line, false, &q.id, err)))
 		return rc;
-	if (prompts_find(&c->ix, c->p, q.id) >= 0) {
-		rc = lynn_errf(err, -LYNN_EFORMAT, "quant-verify: '%s' line %zu: id '%s' repeated",
-			       c->path, line, q.id);
+	if ((rc = load_id_new(c, q.id, line, err)))
 		goto fail;
-	}
 	if (!(q.prompt = strdup(pr->valuestring))) {
 		rc = lynn_errf(err, -LYNN_ENOMEM, "quant-verify: out of memory");
 		goto fail;
@@ -314,10 +333,7 @@ static int prompt_line(void *ud, const cJSON *rec, size_t line, struct lynn_err 
 		}
 		q.n_anchors++;
 	}
-	if ((rc = prompts_grow(c->p, &c->cap, err)))
-		goto fail;
-	c->p->items[c->p->n++] = q;
-	return 0;
+	return load_push(c, &q, err);
 fail:
 	prompt_release(&q);
 	return rc;
@@ -341,11 +357,8 @@ static int output_id_line(void *ud, const cJSON *rec, size_t line, struct lynn_e
 	int rc = record_id(rec, c->path, line, true, &q.id, err);
 	if (rc)
 		return rc;
-	if (prompts_find(&c->ix, c->p, q.id) >= 0) {
-		rc = lynn_errf(err, -LYNN_EFORMAT, "quant-verify: '%s' line %zu: id '%s' repeated",
-			       c->path, line, q.id);
+	if ((rc = load_id_new(c, q.id, line, err)))
 		goto fail;
-	}
 	ssize_t k = prompts_find(&c->ix_known, c->known, q.id);
 	if (!(q.prompt = strdup(k >= 0 ? c->known->items[k].prompt : ""))) {
 		rc = lynn_errf(err, -LYNN_ENOMEM, "quant-verify: out of memory");
@@ -354,10 +367,7 @@ static int output_id_line(void *ud, const cJSON *rec, size_t line, struct lynn_e
 	if (k >= 0 && (rc = anchors_copy(&q, (const char *const *)c->known->items[k].anchors,
 					 c->known->items[k].n_anchors, err)))
 		goto fail;
-	if ((rc = prompts_grow(c->p, &c->cap, err)))
-		goto fail;
-	c->p->items[c->p->n++] = q;
-	return 0;
+	return load_push(c, &q, err);
 fail:
 	prompt_release(&q);
 	return rc;

@@ -210,19 +210,27 @@ int hub_ms_push(struct hub_job *j, struct lynn_err *err);
 int hub_hf_push(struct hub_job *j, struct lynn_err *err);
 /* Shared by both: hash every file (streamed, parallel, with progress). */
 int hub_hash_files(struct hub_job *j, struct lynn_err *err);
-/* The LFS files still to upload, one per distinct blob (later copies get
- * `dup`): their indices into j->files go to idx (room for j->n). Returns
- * the count. */
-size_t hub_lfs_pending(struct hub_job *j, size_t *idx);
-/* Send one LFS batch request `rq` (its body built by the caller) for the
- * files idx[0..m) whose oids and sizes are given, parse the reply (`ms`
- * selects the form, see hub_parse_lfs_batch) into acts[0..m) and move each
- * action into its file. */
-int hub_lfs_batch_send(struct hub_job *j, const struct hub_req *rq, bool ms,
-		       const size_t *idx, size_t m, const char *const *oids,
-		       const uint64_t *sizes, struct hub_action *acts, struct lynn_err *err);
+/* LFS negotiation in batches (both hubs). The files still to upload, one per
+ * distinct blob (later copies get `dup`), go max_oids at a time as POSTs to
+ * url; `build` appends the request body for the files idx[0..m) (nonzero:
+ * out of memory). Each reply is parsed with hub_parse_lfs_batch (`ms`
+ * selects the form) and each action moves into its file. */
+struct hub_lfs_ops {
+	const char *url;
+	const char *content_type;
+	const char *accept; /* NULL: application/json */
+	size_t max_oids;
+	bool ms;
+	int (*build)(struct hub_job *j, const size_t *idx, size_t m, struct lynn_buf *body);
+};
+int hub_lfs_batch_all(struct hub_job *j, const struct hub_lfs_ops *ops, struct lynn_err *err);
 /* Upload every file with a pending action, on opts->connections threads. */
 int hub_upload_blobs(struct hub_job *j, struct lynn_err *err);
+/* The steps of a push after the compare (both hubs): say how many files the
+ * repo already has, negotiate LFS with `lfs`, upload the blobs, then commit
+ * with `ops` (its url is replaced by <base>/<api>/<owner>/<name>/commit/<rev>). */
+int hub_push_finish(struct hub_job *j, int (*lfs)(struct hub_job *j, struct lynn_err *err),
+		    const char *api, const struct hub_commit_ops *ops, struct lynn_err *err);
 /* Read a whole (small) file for inline commit content. */
 int hub_read_small(const char *path, uint64_t size, char **out, struct lynn_err *err);
 /* base64 of `len` bytes appended to b. */

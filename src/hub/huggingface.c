@@ -175,75 +175,54 @@ out:
 	return rc;
 }
 
+/* One LFS batch request body: upload, basic or multipart, sha256 oids, the target ref. */
+static int hf_lfs_body(struct hub_job *j, const size_t *idx, size_t m, struct lynn_buf *body)
+{
+	cJSON *o = cJSON_CreateObject(), *tr, *objs, *ref;
+	char *t = NULL;
+	int rc = -LYNN_ENOMEM;
+
+	if (!o || !cJSON_AddStringToObject(o, "operation", "upload") ||
+	    !(tr = cJSON_AddArrayToObject(o, "transfers")) ||
+	    !(objs = cJSON_AddArrayToObject(o, "objects")) ||
+	    !cJSON_AddStringToObject(o, "hash_algo", "sha256") ||
+	    !(ref = cJSON_AddObjectToObject(o, "ref")) ||
+	    !cJSON_AddStringToObject(ref, "name", j->rev))
+		goto out;
+	cJSON_AddItemToArray(tr, cJSON_CreateString("basic"));
+	cJSON_AddItemToArray(tr, cJSON_CreateString("multipart"));
+	for (size_t k = 0; k < m; k++) {
+		const struct hub_file *f = &j->files[idx[k]];
+		cJSON *e = cJSON_CreateObject();
+		if (!e)
+			goto out;
+		cJSON_AddItemToArray(objs, e);
+		if (!cJSON_AddStringToObject(e, "oid", f->sha256) ||
+		    !cJSON_AddNumberToObject(e, "size", (double)f->size))
+			goto out;
+	}
+	t = cJSON_PrintUnformatted(o);
+	if (t)
+		rc = lynn_buf_puts(body, t);
+out:
+	free(t);
+	cJSON_Delete(o);
+	return rc;
+}
+
 static int hf_lfs_batch(struct hub_job *j, struct lynn_err *err)
 {
-	size_t *idx = calloc(j->n ? j->n : 1, sizeof *idx), n = 0;
-	const char **oids = calloc(HF_BATCH_OIDS, sizeof *oids);
-	uint64_t *sizes = calloc(HF_BATCH_OIDS, sizeof *sizes);
-	struct hub_action *acts = calloc(HF_BATCH_OIDS, sizeof *acts);
-	char *url = NULL, *body = NULL;
-	cJSON *o = NULL;
-	int rc = 0;
+	struct hub_lfs_ops ops = { .content_type = "application/vnd.git-lfs+json",
+				   .accept = "application/vnd.git-lfs+json",
+				   .max_oids = HF_BATCH_OIDS, .ms = false, .build = hf_lfs_body };
+	char *url = NULL;
+	int rc;
 
-	if (!idx || !oids || !sizes || !acts ||
-	    asprintf(&url, "%s/%s/%s.git/info/lfs/objects/batch", j->base, j->owner, j->name) < 0) {
-		url = NULL;
-		rc = lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
-		goto out;
-	}
-	n = hub_lfs_pending(j, idx);
-	for (size_t s = 0; s < n; s += HF_BATCH_OIDS) {
-		size_t m = LYNN_MIN(n - s, (size_t)HF_BATCH_OIDS);
-		struct hub_req rq = { .method = "POST", .url = url, .auth = true,
-				      .content_type = "application/vnd.git-lfs+json",
-				      .accept = "application/vnd.git-lfs+json" };
-		cJSON *tr, *objs, *ref;
-		o = cJSON_CreateObject();
-		if (!o || !cJSON_AddStringToObject(o, "operation", "upload") ||
-		    !(tr = cJSON_AddArrayToObject(o, "transfers")) ||
-		    !(objs = cJSON_AddArrayToObject(o, "objects")) ||
-		    !cJSON_AddStringToObject(o, "hash_algo", "sha256") ||
-		    !(ref = cJSON_AddObjectToObject(o, "ref")) ||
-		    !cJSON_AddStringToObject(ref, "name", j->rev))
-			goto oom;
-		cJSON_AddItemToArray(tr, cJSON_CreateString("basic"));
-		cJSON_AddItemToArray(tr, cJSON_CreateString("multipart"));
-		for (size_t k = 0; k < m; k++) {
-			const struct hub_file *f = &j->files[idx[s + k]];
-			cJSON *e = cJSON_CreateObject();
-			if (!e)
-				goto oom;
-			cJSON_AddItemToArray(objs, e);
-			oids[k] = f->sha256;
-			sizes[k] = f->size;
-			if (!cJSON_AddStringToObject(e, "oid", f->sha256) ||
-			    !cJSON_AddNumberToObject(e, "size", (double)f->size))
-				goto oom;
-		}
-		body = cJSON_PrintUnformatted(o);
-		if (!body)
-			goto oom;
-		rq.body = body;
-		rq.body_len = strlen(body);
-		rc = hub_lfs_batch_send(j, &rq, false, idx + s, m, oids, sizes, acts, err);
-		if (rc)
-			goto out;
-		free(body);
-		body = NULL;
-		cJSON_Delete(o);
-		o = NULL;
-	}
-	goto out;
-oom:
-	rc = lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
-out:
-	cJSON_Delete(o);
-	free(body);
+	if (asprintf(&url, "%s/%s/%s.git/info/lfs/objects/batch", j->base, j->owner, j->name) < 0)
+		return lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
+	ops.url = url;
+	rc = hub_lfs_batch_all(j, &ops, err);
 	free(url);
-	free(idx);
-	free(oids);
-	free(sizes);
-	free(acts);
 	return rc;
 }
 
@@ -326,7 +305,6 @@ static int hf_landed(struct hub_job *j, const size_t *idx, size_t n, bool *yes,
 int hub_hf_push(struct hub_job *j, struct lynn_err *err)
 {
 	size_t *all = calloc(j->n ? j->n : 1, sizeof *all);
-	char *url = NULL;
 	int rc;
 
 	if (!all)
@@ -340,28 +318,14 @@ int hub_hf_push(struct hub_job *j, struct lynn_err *err)
 		rc = hf_preupload(j, all, j->n, true, NULL, err);
 	if (rc)
 		goto out;
-	if (j->res->n_unchanged)
-		lynn_log_info("push: %zu file(s) already in the repo", j->res->n_unchanged);
-	rc = hf_lfs_batch(j, err);
-	if (!rc)
-		rc = hub_upload_blobs(j, err);
-	if (rc)
-		goto out;
-	if (asprintf(&url, "%s/api/models/%s/%s/commit/%s", j->base, j->owner, j->name,
-		     j->rev_esc) < 0) {
-		url = NULL;
-		rc = lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
-		goto out;
-	}
 	{
-		struct hub_commit_ops ops = { .url = url, .content_type = "application/x-ndjson",
+		struct hub_commit_ops ops = { .content_type = "application/x-ndjson",
 					      .max_files = HF_COMMIT_FILES,
 					      .max_inline = HF_COMMIT_INLINE, .build = hf_build,
 					      .landed = hf_landed, .parse = hub_hf_parse_commit };
-		rc = hub_commit_all(j, &ops, err);
+		rc = hub_push_finish(j, hf_lfs_batch, "api/models", &ops, err);
 	}
 out:
-	free(url);
 	free(all);
 	return rc;
 }

@@ -249,54 +249,31 @@ static int ms_landed(struct hub_job *j, const size_t *idx, size_t n, bool *yes,
 	return 0;
 }
 
+/* One LFS batch check body: upload, the oids and sizes. */
+static int ms_lfs_body(struct hub_job *j, const size_t *idx, size_t m, struct lynn_buf *body)
+{
+	int rc = lynn_buf_puts(body, "{\"operation\":\"upload\",\"objects\":[");
+	for (size_t k = 0; !rc && k < m; k++) {
+		const struct hub_file *f = &j->files[idx[k]];
+		rc = lynn_buf_printf(body, "%s{\"oid\":\"%s\",\"size\":%llu}", k ? "," : "",
+				     f->sha256, (unsigned long long)f->size);
+	}
+	return rc ? rc : lynn_buf_puts(body, "]}");
+}
+
 static int ms_lfs_check(struct hub_job *j, struct lynn_err *err)
 {
-	size_t *idx = calloc(j->n ? j->n : 1, sizeof *idx), n = 0;
-	const char **oids = calloc(MS_BATCH_OIDS, sizeof *oids);
-	uint64_t *sizes = calloc(MS_BATCH_OIDS, sizeof *sizes);
-	struct hub_action *acts = calloc(MS_BATCH_OIDS, sizeof *acts);
-	struct lynn_buf body = LYNN_BUF_INIT;
+	struct hub_lfs_ops ops = { .content_type = "application/json", .max_oids = MS_BATCH_OIDS,
+				   .ms = true, .build = ms_lfs_body };
 	char *url = NULL;
-	int rc = 0;
+	int rc;
 
-	if (!idx || !oids || !sizes || !acts ||
-	    asprintf(&url, "%s/api/v1/repos/models/%s/%s/info/lfs/objects/batch", j->base, j->owner,
-		     j->name) < 0) {
-		url = NULL;
-		rc = lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
-		goto out;
-	}
-	n = hub_lfs_pending(j, idx); /* one request per distinct blob */
-	for (size_t s = 0; s < n; s += MS_BATCH_OIDS) {
-		size_t m = LYNN_MIN(n - s, (size_t)MS_BATCH_OIDS);
-		struct hub_req rq = { .method = "POST", .url = url, .auth = true,
-				      .content_type = "application/json" };
-		lynn_buf_reset(&body);
-		rc = lynn_buf_puts(&body, "{\"operation\":\"upload\",\"objects\":[");
-		for (size_t k = 0; !rc && k < m; k++) {
-			const struct hub_file *f = &j->files[idx[s + k]];
-			oids[k] = f->sha256;
-			sizes[k] = f->size;
-			rc = lynn_buf_printf(&body, "%s{\"oid\":\"%s\",\"size\":%llu}", k ? "," : "",
-					     f->sha256, (unsigned long long)f->size);
-		}
-		if (rc || lynn_buf_puts(&body, "]}")) {
-			rc = lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
-			goto out;
-		}
-		rq.body = body.data;
-		rq.body_len = body.len;
-		rc = hub_lfs_batch_send(j, &rq, true, idx + s, m, oids, sizes, acts, err);
-		if (rc)
-			goto out;
-	}
-out:
+	if (asprintf(&url, "%s/api/v1/repos/models/%s/%s/info/lfs/objects/batch", j->base,
+		     j->owner, j->name) < 0)
+		return lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
+	ops.url = url;
+	rc = hub_lfs_batch_all(j, &ops, err);
 	free(url);
-	free(idx);
-	free(oids);
-	free(sizes);
-	free(acts);
-	lynn_buf_release(&body);
 	return rc;
 }
 
@@ -304,7 +281,6 @@ int hub_ms_push(struct hub_job *j, struct lynn_err *err)
 {
 	struct hub_remote_file *rf = NULL;
 	size_t nr = 0;
-	char *url = NULL;
 	bool has_config = false;
 	int rc;
 
@@ -337,29 +313,14 @@ int hub_ms_push(struct hub_job *j, struct lynn_err *err)
 			has_config = true;
 	}
 	j->ms_add_config = !has_config && !find_remote(rf, nr, "configuration.json");
-	if (j->res->n_unchanged)
-		lynn_log_info("push: %zu file(s) already in the repo", j->res->n_unchanged);
-	rc = ms_lfs_check(j, err);
-	if (rc)
-		goto out;
-	rc = hub_upload_blobs(j, err);
-	if (rc)
-		goto out;
-	if (asprintf(&url, "%s/api/v1/repos/models/%s/%s/commit/%s", j->base, j->owner, j->name,
-		     j->rev_esc) < 0) {
-		url = NULL;
-		rc = lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
-		goto out;
-	}
 	{
-		struct hub_commit_ops ops = { .url = url, .content_type = "application/json",
+		struct hub_commit_ops ops = { .content_type = "application/json",
 					      .max_files = MS_COMMIT_FILES,
 					      .max_inline = MS_COMMIT_INLINE, .build = ms_build,
 					      .landed = ms_landed, .parse = hub_ms_parse_commit };
-		rc = hub_commit_all(j, &ops, err);
+		rc = hub_push_finish(j, ms_lfs_check, "api/v1/repos/models", &ops, err);
 	}
 out:
-	free(url);
 	hub_remote_files_free(rf, nr);
 	return rc;
 }

@@ -510,7 +510,10 @@ static void upload_item(void *ud, int64_t i, int tid)
 	}
 }
 
-size_t hub_lfs_pending(struct hub_job *j, size_t *idx)
+/* The LFS files still to upload, one per distinct blob (later copies get
+ * `dup`): their indices into j->files go to idx (room for j->n). Returns
+ * the count. */
+static size_t lfs_pending(struct hub_job *j, size_t *idx)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < j->n; i++) {
@@ -526,9 +529,12 @@ size_t hub_lfs_pending(struct hub_job *j, size_t *idx)
 	return n;
 }
 
-int hub_lfs_batch_send(struct hub_job *j, const struct hub_req *rq, bool ms,
-		       const size_t *idx, size_t m, const char *const *oids,
-		       const uint64_t *sizes, struct hub_action *acts, struct lynn_err *err)
+/* Send one LFS batch request `rq` for the files idx[0..m) whose oids and
+ * sizes are given, parse the reply into acts[0..m) and move each action
+ * into its file. */
+static int lfs_batch_send(struct hub_job *j, const struct hub_req *rq, bool ms,
+			  const size_t *idx, size_t m, const char *const *oids,
+			  const uint64_t *sizes, struct hub_action *acts, struct lynn_err *err)
 {
 	struct hub_resp rs = { 0 };
 	int rc = hub_http_ok(j->c, rq, &rs, err);
@@ -548,6 +554,48 @@ int hub_lfs_batch_send(struct hub_job *j, const struct hub_req *rq, bool ms,
 	}
 out:
 	hub_resp_release(&rs);
+	return rc;
+}
+
+int hub_lfs_batch_all(struct hub_job *j, const struct hub_lfs_ops *ops, struct lynn_err *err)
+{
+	size_t *idx = calloc(j->n ? j->n : 1, sizeof *idx), n = 0;
+	const char **oids = calloc(ops->max_oids, sizeof *oids);
+	uint64_t *sizes = calloc(ops->max_oids, sizeof *sizes);
+	struct hub_action *acts = calloc(ops->max_oids, sizeof *acts);
+	struct lynn_buf body = LYNN_BUF_INIT;
+	int rc = 0;
+
+	if (!idx || !oids || !sizes || !acts) {
+		rc = lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
+		goto out;
+	}
+	n = lfs_pending(j, idx); /* one request per distinct blob */
+	for (size_t s = 0; s < n; s += ops->max_oids) {
+		size_t m = LYNN_MIN(n - s, ops->max_oids);
+		struct hub_req rq = { .method = "POST", .url = ops->url, .auth = true,
+				      .content_type = ops->content_type, .accept = ops->accept };
+		for (size_t k = 0; k < m; k++) {
+			oids[k] = j->files[idx[s + k]].sha256;
+			sizes[k] = j->files[idx[s + k]].size;
+		}
+		lynn_buf_reset(&body);
+		if (ops->build(j, idx + s, m, &body)) {
+			rc = lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
+			goto out;
+		}
+		rq.body = body.data;
+		rq.body_len = body.len;
+		rc = lfs_batch_send(j, &rq, ops->ms, idx + s, m, oids, sizes, acts, err);
+		if (rc)
+			goto out;
+	}
+out:
+	free(idx);
+	free(oids);
+	free(sizes);
+	free(acts);
+	lynn_buf_release(&body);
 	return rc;
 }
 
@@ -896,5 +944,28 @@ int hub_commit_all(struct hub_job *j, const struct hub_commit_ops *ops, struct l
 		start = end;
 	}
 	free(idx);
+	return rc;
+}
+
+int hub_push_finish(struct hub_job *j, int (*lfs)(struct hub_job *j, struct lynn_err *err),
+		    const char *api, const struct hub_commit_ops *ops, struct lynn_err *err)
+{
+	struct hub_commit_ops o = *ops;
+	char *url = NULL;
+	int rc;
+
+	if (j->res->n_unchanged)
+		lynn_log_info("push: %zu file(s) already in the repo", j->res->n_unchanged);
+	rc = lfs(j, err);
+	if (!rc)
+		rc = hub_upload_blobs(j, err);
+	if (rc)
+		return rc;
+	if (asprintf(&url, "%s/%s/%s/%s/commit/%s", j->base, api, j->owner, j->name, j->rev_esc) <
+	    0)
+		return lynn_errf(err, -LYNN_ENOMEM, "hub: out of memory");
+	o.url = url;
+	rc = hub_commit_all(j, &o, err);
+	free(url);
 	return rc;
 }

@@ -349,9 +349,18 @@ int lynn_model_setup(struct lynn_model *m, const char *path, const struct lynn_m
 	return 0;
 }
 
-int lynn_model_finish(struct lynn_model *m, struct lynn_err *err)
+int lynn_model_finish(struct lynn_model *m, int (*bind_layer)(void *ud, int li), void *ud,
+		      struct lynn_err *err)
 {
 	const struct lynn_config *c = &m->cfg;
+	m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+	if (!m->layers)
+		return lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
+	for (int li = 0; li < c->n_layers; li++) {
+		int rc = bind_layer(ud, li);
+		if (rc)
+			return rc;
+	}
 	/* RoPE: inv_freq[i] = theta^(-2i/d_rot) in f32 (§1.4) */
 	int nf = c->rot_dim / 2;
 	m->inv_freq = malloc((size_t)(nf > 0 ? nf : 1) * sizeof *m->inv_freq);
@@ -361,6 +370,11 @@ int lynn_model_finish(struct lynn_model *m, struct lynn_err *err)
 		m->inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(float)(2.0f * i / c->rot_dim)));
 	m->pool = lynn_pool_create(m->n_threads, err);
 	return m->pool ? 0 : (err && err->code ? err->code : -LYNN_ENOMEM);
+}
+
+static int bind_layer_cb(void *b, int li)
+{
+	return bind_layer(b, li);
 }
 
 struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opts *opts,
@@ -399,15 +413,7 @@ struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opt
 		m->lm_head = (struct lin){ emb->dtype, emb->data, m->V, m->H, strdup("lm_head.weight"),
 					   false, { 0 }, false, { 0 }, false, { 0 } };
 	}
-	m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-	if (!m->layers) {
-		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
-		goto fail;
-	}
-	for (int li = 0; li < c->n_layers; li++)
-		if (bind_layer(&b, li))
-			goto fail;
-	if (lynn_model_finish(m, err))
+	if (lynn_model_finish(m, bind_layer_cb, &b, err))
 		goto fail;
 	return m;
 fail:

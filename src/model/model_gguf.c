@@ -370,6 +370,11 @@ static int bind_layer(struct gb *b, int li)
 	return 0;
 }
 
+static int bind_layer_cb(void *b, int li)
+{
+	return bind_layer(b, li);
+}
+
 struct lynn_model *lynn_model_open_gguf(const char *path, const struct lynn_model_opts *opts,
 					struct lynn_err *err)
 {
@@ -410,15 +415,7 @@ struct lynn_model *lynn_model_open_gguf(const char *path, const struct lynn_mode
 	} else if (set_lin(&b, &m->lm_head, emb->type, emb->data, m->V, m->H, "lm_head.weight")) {
 		goto fail;
 	}
-	m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-	if (!m->layers) {
-		lynn_errf(err, -LYNN_ENOMEM, "model: out of memory");
-		goto fail;
-	}
-	for (int li = 0; li < c->n_layers; li++)
-		if (bind_layer(&b, li))
-			goto fail;
-	if (lynn_model_finish(m, err))
+	if (lynn_model_finish(m, bind_layer_cb, &b, err))
 		goto fail;
 	return m;
 fail:

@@ -76,11 +76,14 @@ struct lynn_seq {
 	float **rec;                 /* per layer (linear only): (Hv, dk, dv) */
 };
 
-/* model.c: sizes from m->cfg, checks, threads/ISA (before binding); RoPE
- * table and pool (after). model_gguf.c shares them. */
+/* model.c: sizes from m->cfg, checks, threads/ISA (before binding); then,
+ * once the embeddings and lm_head are bound, the layer array (each layer
+ * bound by bind_layer(ud, li), nonzero on failure with err filled in), the
+ * RoPE table and the pool. model_gguf.c shares them. */
 int lynn_model_setup(struct lynn_model *m, const char *path, const struct lynn_model_opts *opts,
 		     struct lynn_err *err);
-int lynn_model_finish(struct lynn_model *m, struct lynn_err *err);
+int lynn_model_finish(struct lynn_model *m, int (*bind_layer)(void *ud, int li), void *ud,
+		      struct lynn_err *err);
 /* model_gguf.c: open a .gguf file (llama.cpp's qwen35moe). */
 struct lynn_model *lynn_model_open_gguf(const char *path, const struct lynn_model_opts *opts,
 					struct lynn_err *err);

@@ -381,6 +381,20 @@ static size_t u8_prev(const char *s, size_t end)
 	return i;
 }
 
+/* Whether strip removes code point c: whitespace when chars is NULL, else any code point of chars. */
+static bool strip_hit(uint32_t c, const char *chars, size_t cn)
+{
+	if (!chars)
+		return py_space(c);
+	for (size_t q = 0; q < cn;) {
+		uint32_t d;
+		q += u8_decode((const unsigned char *)chars + q, cn - q, &d);
+		if (d == c)
+			return true;
+	}
+	return false;
+}
+
 /* Strip: mode 1 left, 2 right, 3 both; chars NULL = whitespace. */
 static void py_strip(const char *s, size_t n, const char *chars, size_t cn, int mode, size_t *b,
 		     size_t *e)
@@ -390,21 +404,7 @@ static void py_strip(const char *s, size_t n, const char *chars, size_t cn, int 
 	if (mode & 1) {
 		while (i < j) {
 			size_t k = u8_decode((const unsigned char *)s + i, j - i, &c);
-			bool hit;
-			if (!chars) {
-				hit = py_space(c);
-			} else {
-				hit = false;
-				for (size_t q = 0; q < cn;) {
-					uint32_t d;
-					q += u8_decode((const unsigned char *)chars + q, cn - q, &d);
-					if (d == c) {
-						hit = true;
-						break;
-					}
-				}
-			}
-			if (!hit)
+			if (!strip_hit(c, chars, cn))
 				break;
 			i += k;
 		}
@@ -412,22 +412,8 @@ static void py_strip(const char *s, size_t n, const char *chars, size_t cn, int 
 	if (mode & 2) {
 		while (j > i) {
 			size_t p = u8_prev(s, j);
-			bool hit;
 			u8_decode((const unsigned char *)s + p, j - p, &c);
-			if (!chars) {
-				hit = py_space(c);
-			} else {
-				hit = false;
-				for (size_t q = 0; q < cn;) {
-					uint32_t d;
-					q += u8_decode((const unsigned char *)chars + q, cn - q, &d);
-					if (d == c) {
-						hit = true;
-						break;
-					}
-				}
-			}
-			if (!hit)
+			if (!strip_hit(c, chars, cn))
 				break;
 			j = p;
 		}
@@ -4957,6 +4943,30 @@ static struct val jp_string(struct jp *p)
 	return v;
 }
 
+/* At a container's start: skip white space, then consume `close` if it is next (empty). */
+static bool jp_close(struct jp *p, char close)
+{
+	jp_ws(p);
+	if (p->i < p->n && p->s[p->i] == close) {
+		p->i++;
+		return true;
+	}
+	return false;
+}
+
+/* After an item: ',' (true: another item follows) or `close` (false); anything else fails with `what`. */
+static bool jp_next(struct jp *p, char close, const char *what)
+{
+	jp_ws(p);
+	if (p->i < p->n && p->s[p->i] == ',') {
+		p->i++;
+		return true;
+	}
+	if (jp_close(p, close))
+		return false;
+	jp_fail(p, what);
+}
+
 static struct val jp_value(struct jp *p)
 {
 	jp_ws(p);
@@ -4969,11 +4979,8 @@ static struct val jp_value(struct jp *p)
 		p->i++;
 		if (c == '{') {
 			struct jdict *d = mkdict(p->x);
-			jp_ws(p);
-			if (p->i < p->n && p->s[p->i] == '}') {
-				p->i++;
-			} else {
-				for (;;) {
+			if (!jp_close(p, '}')) {
+				do {
 					struct val k, v;
 					jp_ws(p);
 					if (p->i >= p->n || p->s[p->i] != '"')
@@ -4985,39 +4992,16 @@ static struct val jp_value(struct jp *p)
 					p->i++;
 					v = jp_value(p);
 					dict_set(p->x, d, k, v);
-					jp_ws(p);
-					if (p->i < p->n && p->s[p->i] == ',') {
-						p->i++;
-						continue;
-					}
-					if (p->i < p->n && p->s[p->i] == '}') {
-						p->i++;
-						break;
-					}
-					jp_fail(p, "expected ',' or '}'");
-				}
+				} while (jp_next(p, '}', "expected ',' or '}'"));
 			}
 			p->depth--;
 			return vdict(d);
 		} else {
 			struct jlist *l = mklist(p->x, 0);
-			jp_ws(p);
-			if (p->i < p->n && p->s[p->i] == ']') {
-				p->i++;
-			} else {
-				for (;;) {
+			if (!jp_close(p, ']')) {
+				do
 					list_push(p->x, l, jp_value(p));
-					jp_ws(p);
-					if (p->i < p->n && p->s[p->i] == ',') {
-						p->i++;
-						continue;
-					}
-					if (p->i < p->n && p->s[p->i] == ']') {
-						p->i++;
-						break;
-					}
-					jp_fail(p, "expected ',' or ']'");
-				}
+				while (jp_next(p, ']', "expected ',' or ']'"));
 			}
 			p->depth--;
 			return vlist(l);

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "fuzz_util.h"
 #include "lynn/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -55,31 +55,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t off = ((size_t)data[i] | (size_t)data[i + 1] << 8) % hdr;
 		img[off] = data[i + 2];
 	}
-	int fd = mkstemps(path, 5);
-	if (fd < 0 || write(fd, img, base_len) != (ssize_t)base_len) {
-		if (fd >= 0) {
-			close(fd);
-			unlink(path);
-		}
+	if (fuzz_write_tmps(path, 5, img, base_len)) {
 		free(img);
 		return 0;
 	}
-	close(fd);
 	free(img);
 	struct lynn_model_opts o = { .n_threads = 1 };
-	struct lynn_model *m = lynn_model_open(path, &o, &err);
-	if (m) {
-		struct lynn_seq *s = lynn_seq_create(m, &err);
-		int32_t ids[3] = { 0, 1, 2 };
-		float *lg = malloc((size_t)lynn_model_n_vocab(m) * sizeof *lg);
-		if (s && lg && lynn_model_n_vocab(m) > 2) {
-			lynn_model_prefill(m, s, ids, 3, false, lg, &err);
-			lynn_model_decode(m, 1, &s, ids, lg, &err);
-		}
-		free(lg);
-		lynn_seq_free(s);
-		lynn_model_close(m);
-	}
+	fuzz_model_run(lynn_model_open(path, &o, &err));
 	unlink(path);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_util.h"
 #include "lynn/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -45,18 +46,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fwrite(data, 1, size, f);
 	fclose(f);
 	struct lynn_model_opts o = { .n_threads = 1 };
-	struct lynn_model *m = lynn_model_open(dir, &o, &err);
-	if (!m)
-		return 0;
-	struct lynn_seq *s = lynn_seq_create(m, &err);
-	int32_t ids[3] = { 0, 1, 2 };
-	float *lg = malloc((size_t)lynn_model_n_vocab(m) * sizeof *lg);
-	if (s && lg && lynn_model_n_vocab(m) > 2) {
-		lynn_model_prefill(m, s, ids, 3, false, lg, &err);
-		lynn_model_decode(m, 1, &s, ids, lg, &err);
-	}
-	free(lg);
-	lynn_seq_free(s);
-	lynn_model_close(m);
+	fuzz_model_run(lynn_model_open(dir, &o, &err));
 	return 0;
 }
