@@ -461,10 +461,25 @@ static inline uint64_t rotl64(uint64_t x, unsigned r)
 /* With bnd not NULL, also the word boundaries of str.split(): bnd gets the
  * output index at every change between whitespace and not (starts and ends
  * alternate, a start first), *nb their count, always even on return; and
- * hw[2k+1] the (unmixed) hash of word k's symbols. */
+ * hw[2k+1] the (unmixed) hash of word k's symbols. With wsa not NULL, wsa[i]
+ * = 1 when byte i belongs to a whitespace character, else 0 (written up to
+ * 3 bytes past len), and *bad set when an invalid UTF-8 sequence was seen
+ * (then equal words need not have equal bytes). */
+/* ASCII bytes of w8 (all < 0x80) that are whitespace (9..13, 28..32) as 0x01
+ * bytes, the others 0: per byte, x ≥ 9 and x < 14, or x ≥ 28 and x < 33
+ * (no carry between bytes: x + 0x77 < 0x100). */
+static inline uint64_t ascii_ws8(uint64_t w8)
+{
+	const uint64_t ones = 0x0101010101010101ULL;
+	uint64_t ge9 = w8 + 0x77 * ones, ge14 = w8 + 0x72 * ones;
+	uint64_t ge28 = w8 + 0x64 * ones, ge33 = w8 + 0x5F * ones;
+	return (((ge9 & ~ge14) | (ge28 & ~ge33)) >> 7) & ones;
+}
+
 static inline __attribute__((always_inline)) size_t
 char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t cap, uint32_t *used,
-	  size_t *nused, uint32_t *out, uint32_t *bnd, uint64_t *hw, size_t *nb)
+	  size_t *nused, uint32_t *out, uint32_t *bnd, uint64_t *hw, size_t *nb, uint8_t *wsa,
+	  unsigned *bad)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	const unsigned char *keep = ascii_keep[keep_ws];
@@ -492,6 +507,10 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 		uint64_t w8;
 		/* runs of eight ASCII bytes: no branch per byte (unrolled) */
 		while (i + 8 <= len && (memcpy(&w8, u + i, 8), !(w8 & 0x8080808080808080ULL))) {
+			if (wsa) {
+				uint64_t m = ascii_ws8(w8);
+				memcpy(wsa + i, &m, 8);
+			}
 #define ONE_ASCII(q)                                       \
 	do {                                               \
 		c = (uint32_t)(w8 >> (8 * (q))) & 0xFF;    \
@@ -519,6 +538,8 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 			break;
 		c = u[i];
 		if (c < 0x80) {
+			if (wsa)
+				wsa[i] = ascii_ws[c];
 			i++;
 			out[n] = c;
 			ws = ascii_ws[c];
@@ -526,6 +547,7 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 			n += keep_ws | (ws ^ 1);
 			continue;
 		}
+		pos = i;
 		if (c >= 0xC2 && c <= 0xDF && i + 1 < len && (u[i + 1] & 0xC0) == 0x80) {
 			c = (c & 0x1F) << 6 | (u[i + 1] & 0x3Fu);
 			i += 2;
@@ -537,9 +559,17 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 			i += 3;
 		} else {
 			c = utf8_next(u, len, &i);
+			if (wsa)
+				*bad |= c == 0xFFFD;
 		}
 		/* the only non-ASCII whitespace is in U+0085..U+3000 */
 		ws = c <= 0x3000 && py_isspace_nonascii(c);
+		if (wsa) {
+			/* the character's bytes (≤ 4; bytes past it are
+			 * rewritten by the next character) */
+			uint32_t m = ws * 0x01010101u;
+			memcpy(wsa + pos, &m, 4);
+		}
 		if (!keep_ws && ws) {
 			WORD_STEP(c, 1u);
 			continue;
@@ -616,6 +646,212 @@ static size_t split_words(const uint32_t *syms, size_t base, const uint32_t *bnd
 	return nw;
 }
 
+/*
+ * Words from the bytes (chrF++, valid UTF-8): str.split() gives the runs of
+ * bytes outside whitespace characters (wsa from char_syms), the punctuation
+ * split takes an ASCII byte off either end, and equal words are equal byte
+ * strings (decoding valid UTF-8 is one to one). A word of ≤ 16 bytes is its
+ * own key: the bytes, zero-padded, with 0xC0 + length in the last byte when
+ * there are < 16 (the last byte of valid UTF-8 is below 0xC0, so no word of
+ * 16 bytes has it); longer words are keyed by a hash and their length
+ * (0xC0 in the last byte) and compared byte by byte.
+ */
+struct word_ent {
+	uint64_t k1, k2;
+	const unsigned char *p; /* long words: the first occurrence's bytes */
+	uint32_t idp, pad; /* id + 1; 0 = empty slot */
+};
+
+/* The boundaries of the runs of non-whitespace bytes of wsa[0..len) (wsa
+ * is 1 from len on for at least 64 bytes): starts and ends alternate in
+ * bnd (room for len + 5). Returns their count. */
+static size_t word_bounds(const uint8_t *wsa, size_t len, uint32_t *bnd)
+{
+	size_t nb = 0;
+	uint64_t carry = 0; /* 1: the byte before the block is in a word */
+	for (size_t base = 0; base <= len; base += 64) {
+		uint64_t ws = 0, x, t;
+#define GATHER(q)                                                            \
+	do {                                                                 \
+		uint64_t v;                                                  \
+		memcpy(&v, wsa + base + 8 * (q), 8);                         \
+		ws |= ((v * 0x0102040810204080ULL) >> 56) << (8 * (q));      \
+	} while (0)
+		GATHER(0);
+		GATHER(1);
+		GATHER(2);
+		GATHER(3);
+		GATHER(4);
+		GATHER(5);
+		GATHER(6);
+		GATHER(7);
+#undef GATHER
+		x = ~ws;
+		t = x ^ (x << 1 | carry);
+		carry = x >> 63;
+		while (t) {
+			/* four at a time: no branch per boundary */
+			bnd[nb] = (uint32_t)(base + (size_t)__builtin_ctzll(t | 1ULL << 63));
+			nb += t != 0;
+			t &= t - 1;
+			bnd[nb] = (uint32_t)(base + (size_t)__builtin_ctzll(t | 1ULL << 63));
+			nb += t != 0;
+			t &= t - 1;
+			bnd[nb] = (uint32_t)(base + (size_t)__builtin_ctzll(t | 1ULL << 63));
+			nb += t != 0;
+			t &= t - 1;
+			bnd[nb] = (uint32_t)(base + (size_t)__builtin_ctzll(t | 1ULL << 63));
+			nb += t != 0;
+			t &= t - 1;
+		}
+	}
+	return nb;
+}
+
+struct word_tab {
+	struct word_ent *t;
+	size_t mask;
+	unsigned shift;
+	uint32_t nd, nu;
+	uint32_t *used; /* slots filled, emptied by the caller */
+	/* the side's last 16 bytes (tail[16 + x] = u[len - 16 + x]), then
+	 * zeros: the keys of words that end near the end are read there */
+	const unsigned char *tail;
+};
+
+/* Python string.punctuation as a byte table (bytes ≥ 0x80: 0). */
+static const uint8_t punct_byte[256] = {
+	['!'] = 1, ['"'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1,
+	[')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, ['-'] = 1, ['.'] = 1, ['/'] = 1, [':'] = 1,
+	[';'] = 1, ['<'] = 1, ['='] = 1, ['>'] = 1, ['?'] = 1, ['@'] = 1, ['['] = 1, ['\\'] = 1,
+	[']'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['{'] = 1, ['|'] = 1, ['}'] = 1, ['~'] = 1,
+};
+
+/* Per word length l ≤ 16: the masks of its bytes in the two 8-byte halves
+ * of the key and the length tag (0xC0 + l in the last byte, l < 16). */
+static const struct { uint64_t m1, m2, tag; } key_mask[17] = {
+	{ 0x0000000000000000ULL, 0x0000000000000000ULL, 0x0000000000000000ULL }, /* 0 */
+	{ 0x00000000000000FFULL, 0x0000000000000000ULL, 0xC100000000000000ULL }, /* 1 */
+	{ 0x000000000000FFFFULL, 0x0000000000000000ULL, 0xC200000000000000ULL }, /* 2 */
+	{ 0x0000000000FFFFFFULL, 0x0000000000000000ULL, 0xC300000000000000ULL }, /* 3 */
+	{ 0x00000000FFFFFFFFULL, 0x0000000000000000ULL, 0xC400000000000000ULL }, /* 4 */
+	{ 0x000000FFFFFFFFFFULL, 0x0000000000000000ULL, 0xC500000000000000ULL }, /* 5 */
+	{ 0x0000FFFFFFFFFFFFULL, 0x0000000000000000ULL, 0xC600000000000000ULL }, /* 6 */
+	{ 0x00FFFFFFFFFFFFFFULL, 0x0000000000000000ULL, 0xC700000000000000ULL }, /* 7 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x0000000000000000ULL, 0xC800000000000000ULL }, /* 8 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x00000000000000FFULL, 0xC900000000000000ULL }, /* 9 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x000000000000FFFFULL, 0xCA00000000000000ULL }, /* 10 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x0000000000FFFFFFULL, 0xCB00000000000000ULL }, /* 11 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x00000000FFFFFFFFULL, 0xCC00000000000000ULL }, /* 12 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x000000FFFFFFFFFFULL, 0xCD00000000000000ULL }, /* 13 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x0000FFFFFFFFFFFFULL, 0xCE00000000000000ULL }, /* 14 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x00FFFFFFFFFFFFFFULL, 0xCF00000000000000ULL }, /* 15 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL, 0x0000000000000000ULL }, /* 16 */
+};
+
+/* Whether a probe goes on past e: the slot is filled (idp ≠ 0) with
+ * another key. In arithmetic, one branch for the loop (not one on whether
+ * the word is new). */
+static inline bool word_probe_on(const struct word_ent *e, uint64_t k1, uint64_t k2)
+{
+	uint64_t d = (e->k1 ^ k1) | (e->k2 ^ k2);
+	uint64_t filled = ((uint64_t)e->idp + 0xFFFFFFFFu) >> 32; /* idp < 2^32 */
+	return (filled & ((d | (0 - d)) >> 63)) != 0;
+}
+
+/* The slot of the word u[a..a+l) (1 ≤ l), u valid for len bytes: where its
+ * key is, or the empty slot that ends its probe run. */
+static inline __attribute__((always_inline)) size_t word_slot(const struct word_tab *w, const unsigned char *u, size_t len,
+			       size_t a, size_t l, uint64_t *k1p, uint64_t *k2p)
+{
+	uint64_t k1, k2, v2;
+	size_t p;
+	if (__builtin_expect(l > 16, 0)) {
+		/* long: a hash of the bytes, then compared */
+		uint64_t h = l;
+		for (size_t q = 0; q + 8 < l; q += 8) {
+			memcpy(&k1, u + a + q, 8);
+			h = mix64(h ^ k1);
+		}
+		memcpy(&k1, u + a + l - 8, 8);
+		k1 = mix64(h ^ k1);
+		k2 = 0xC0ULL << 56 | l;
+		p = (size_t)(((k1 ^ k2) * HASH_MUL) >> w->shift);
+		while (w->t[p].idp && (w->t[p].k1 != k1 || w->t[p].k2 != k2 ||
+				       memcmp(w->t[p].p, u + a, l)))
+			p = (p + 1) & w->mask;
+		if (!w->t[p].idp)
+			w->t[p].p = u + a;
+	} else {
+		/* the bytes, zero-padded, with the length tag */
+		const unsigned char *src = a + 16 <= len ? u + a : w->tail + 16 + a - len;
+		memcpy(&k1, src, 8);
+		memcpy(&v2, src + 8, 8);
+		k1 &= key_mask[l].m1;
+		k2 = (v2 & key_mask[l].m2) | key_mask[l].tag;
+		p = (size_t)(((k1 ^ k2) * HASH_MUL) >> w->shift);
+		while (word_probe_on(w->t + p, k1, k2))
+			p = (p + 1) & w->mask;
+	}
+	*k1p = k1;
+	*k2p = k2;
+	return p;
+}
+
+/* tail[16 + x] = s[len - 16 + x] for x in [max(-len, -16), 0), zeros from
+ * tail[16] on (48 bytes). */
+static void side_tail(unsigned char *tail, const char *s, size_t len)
+{
+	size_t k = len < 16 ? len : 16;
+	memset(tail, 0, 48);
+	memcpy(tail + 16 - k, s + len - k, k);
+}
+
+/* sacreBLEU _remove_punctuation on the words [bnd[2k], bnd[2k+1]) of u
+ * (str.split()): spans (offset, length) to off/len, an ASCII punctuation
+ * byte taken off the end, else off the start, of words of ≥ 2 bytes (a
+ * punctuation byte is a whole character). No branch. Returns the count. */
+static size_t word_spans(const unsigned char *u, const uint32_t *bnd, size_t nb, uint32_t *off,
+			 uint32_t *len)
+{
+	size_t n = 0;
+	for (size_t k = 0; k < nb; k += 2) {
+		uint32_t s = bnd[k], e = bnd[k + 1], l = e - s;
+		uint32_t pl = (l >= 2) & punct_byte[u[e - 1]];
+		uint32_t pf = (l >= 2) & (pl ^ 1) & punct_byte[u[s]];
+		off[n] = s;
+		len[n] = pf ? 1 : l - pl;
+		off[n + 1] = pf ? s + 1 : e - 1;
+		len[n + 1] = pf ? l - 1 : 1;
+		n += 1 + (pl | pf);
+	}
+	return n;
+}
+
+/* The ids of the spans (off[k], len[k]) of u (valid for ulen bytes), in
+ * order of first appearance after the w->nd words seen before; no branch
+ * on whether a word is new. */
+static void word_ids(struct word_tab *wt, const unsigned char *u, size_t ulen, const uint32_t *off,
+		     const uint32_t *len, size_t n, uint32_t *ids)
+{
+	struct word_tab w = *wt;
+	for (size_t k = 0; k < n; k++) {
+		uint64_t k1, k2;
+		size_t a = off[k], p = word_slot(&w, u, ulen, a, len[k], &k1, &k2);
+		struct word_ent *e = w.t + p;
+		uint32_t old = e->idp, isnew = old == 0;
+		uint32_t idp = old | ((w.nd + 1) & (0 - isnew));
+		e->k1 = k1;
+		e->k2 = k2;
+		e->idp = idp;
+		w.nd += isnew;
+		w.used[w.nu] = (uint32_t)p;
+		w.nu += isnew;
+		ids[k] = idp - 1;
+	}
+	*wt = w;
+}
+
 static int check_opts(const struct lynn_chrf_opts *o, struct lynn_err *err)
 {
 	if (o->char_order < 1 || o->char_order > LYNN_CHRF_MAX_CHAR_ORDER ||
@@ -624,6 +860,46 @@ static int check_opts(const struct lynn_chrf_opts *o, struct lynn_err *err)
 				 "chrf: char order %d / word order %d / beta %d out of range",
 				 o->char_order, o->word_order, o->beta);
 	return 0;
+}
+
+/* chrF++'s words from the symbols (text that is not valid UTF-8, where
+ * different bytes may decode alike): the symbol pass again, recording the
+ * word boundaries and hashes, then split_words and interning. tab is empty
+ * on entry and on return; *nused, ch, cr, *nh, *nr as the symbol pass
+ * leaves them. */
+static int words_from_syms(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o,
+			   const char *hyp, size_t hyp_len, const char *ref, size_t ref_len,
+			   struct cp_ent *tab, size_t cap, uint32_t *used, size_t *nused, uint32_t *ch,
+			   uint32_t *cr, size_t *nh, size_t *nr, struct lynn_chrf_stats *out,
+			   struct lynn_err *err)
+{
+	uint32_t *bh, *br, *off, *len, *ids;
+	uint64_t *hwh, *hwr, *hs;
+	size_t nbh, nbr, nwh, nwr, nd, tot = hyp_len + ref_len + 2;
+	int rc;
+	/* boundaries, then (8-byte aligned) the word hashes */
+	bh = score_buf(ctx, SLOT_CP_D, (tot + 4) * sizeof *bh + (tot + 4) * sizeof *hwh, err);
+	off = score_buf(ctx, SLOT_IDS_A, 3 * (tot + 1) * sizeof *off, err);
+	hs = score_buf(ctx, SLOT_HASH_A, (tot + 1) * sizeof *hs, err);
+	if (!bh || !off || !hs)
+		return -LYNN_ENOMEM;
+	br = bh + hyp_len + 1;
+	hwh = (uint64_t *)(bh + ((tot + 4) & ~(size_t)1));
+	hwr = hwh + hyp_len + 2;
+	len = off + tot + 1;
+	ids = len + tot + 1;
+	*nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, nused, ch, bh, hwh, &nbh, NULL,
+			NULL);
+	*nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, nused, cr, br, hwr, &nbr, NULL,
+			NULL);
+	for (size_t k = 0; k < *nused; k++)
+		tab[used[k]].cp = 0;
+	nwh = split_words(ch, 0, bh, hwh, nbh, off, len, hs);
+	nwr = split_words(cr, hyp_len + 1, br, hwr, nbr, off + nwh, len + nwh, hs + nwh);
+	if ((rc = score_intern_hashed(ctx, SLOT_TABLE, ch, off, len, hs, nwh + nwr, ids, &nd, err)))
+		return rc;
+	return ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
+			   out->v + 3 * o->char_order, err);
 }
 
 int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chrf_opts *o,
@@ -660,40 +936,68 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 	if (!tab)
 		goto out;
 	if (o->word_order > 0) {
-		/* words are runs of symbols: split and intern them from the
-		 * symbols (one code point each, so equal words ⇔ equal spans) */
-		uint32_t *bh, *br, *off, *len, *ids;
-		uint64_t *hwh, *hwr, *hs;
-		size_t nbh, nbr, nwh, nwr, nd, tot = hyp_len + ref_len + 2;
-		/* boundaries, then (8-byte aligned) the word hashes */
-		bh = score_buf(ctx, SLOT_CP_D, (tot + 4) * sizeof *bh + (tot + 4) * sizeof *hwh, err);
-		off = score_buf(ctx, SLOT_IDS_A, 3 * (tot + 1) * sizeof *off, err);
-		hs = score_buf(ctx, SLOT_HASH_A, (tot + 1) * sizeof *hs, err);
-		if (!bh || !off || !hs)
+		/* words from the bytes (word_ids), unless the text is not valid
+		 * UTF-8: then from the symbols (words_from_syms) */
+		uint8_t *wsh, *wsr;
+		uint32_t *bh, *br, *ids, *soff, *slen;
+		struct word_tab w = { 0 };
+		unsigned char tail[48];
+		unsigned bad = 0;
+		size_t nbh, nbr, nwh, nwr, wcap, tot = hyp_len + ref_len;
+		size_t wsb = (tot + 2 * 72 + 7) & ~(size_t)7;
+		wsh = score_buf(ctx, SLOT_CP_D, wsb + (tot + 16) * sizeof *bh, err);
+		ids = score_buf(ctx, SLOT_IDS_A, 4 * (tot + 4) * sizeof *ids, err);
+		if (!wsh || !ids)
 			goto out;
-		br = bh + hyp_len + 1;
-		hwh = (uint64_t *)(bh + ((tot + 4) & ~(size_t)1));
-		hwr = hwh + hyp_len + 2;
-		len = off + tot + 1;
-		ids = len + tot + 1;
-		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, bh, hwh, &nbh);
-		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, br, hwr, &nbr);
+		wsr = wsh + hyp_len + 72;
+		bh = (uint32_t *)(wsh + wsb);
+		br = bh + hyp_len + 8;
+		w.used = ids + tot + 4;
+		soff = w.used + tot + 4;
+		slen = soff + tot + 4;
+		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
+			       NULL, wsh, &bad);
+		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
+			       NULL, wsr, &bad);
 		for (size_t k = 0; k < nused; k++)
 			tab[used[k]].cp = 0;
-		nwh = split_words(ch, 0, bh, hwh, nbh, off, len, hs);
-		nwr = split_words(cr, hyp_len + 1, br, hwr, nbr, off + nwh, len + nwh, hs + nwh);
-		if ((rc = score_intern_hashed(ctx, SLOT_TABLE, ch, off, len, hs, nwh + nwr, ids, &nd,
-					      err)))
-			goto out;
-		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
-				 out->v + 3 * o->char_order, err);
-		if (rc)
-			goto out;
+		if (bad) {
+			nused = 0;
+			rc = words_from_syms(ctx, o, hyp, hyp_len, ref, ref_len, tab, cap, used, &nused,
+					     ch, cr, &nh, &nr, out, err);
+			if (rc)
+				goto out;
+		} else {
+			memset(wsh + hyp_len, 1, 64);
+			memset(wsr + ref_len, 1, 64);
+			nbh = word_bounds(wsh, hyp_len, bh);
+			nbr = word_bounds(wsr, ref_len, br);
+			/* ≤ nbh + nbr words after the split: table ≤ 1/4 full */
+			wcap = pow2_at_least(4 * (nbh + nbr) + 8);
+			w.t = clean_buf(ctx, SLOT_CHRF_WORD, wcap * sizeof *w.t, err);
+			if (!w.t)
+				goto out;
+			w.mask = wcap - 1;
+			w.shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)wcap);
+			w.tail = tail;
+			side_tail(tail, hyp, hyp_len);
+			nwh = word_spans((const unsigned char *)hyp, bh, nbh, soff, slen);
+			word_ids(&w, (const unsigned char *)hyp, hyp_len, soff, slen, nwh, ids);
+			side_tail(tail, ref, ref_len);
+			nwr = word_spans((const unsigned char *)ref, br, nbr, soff, slen);
+			word_ids(&w, (const unsigned char *)ref, ref_len, soff, slen, nwr, ids + nwh);
+			for (size_t k = 0; k < w.nu; k++)
+				w.t[w.used[k]] = (struct word_ent){ 0 };
+			rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, w.nd, o->word_order,
+					 out->v + 3 * o->char_order, err);
+			if (rc)
+				goto out;
+		}
 	} else {
 		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
-			       NULL);
+			       NULL, NULL, NULL);
 		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
-			       NULL);
+			       NULL, NULL, NULL);
 		for (size_t k = 0; k < nused; k++)
 			tab[used[k]].cp = 0;
 	}
