@@ -162,9 +162,12 @@ static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t 
 		h8[i] = (uint8_t)c;
 		m1 += ch1[c] < cr1[c];
 		ch1[c]++;
+		/* written only when the reference has the bigram: the others
+		 * stay all zero (nothing to empty) */
+		uint32_t on = g->r != 0;
 		m2 += g->h < g->r;
-		g->h++;
-		g->last = (uint32_t)i;
+		g->h += on;
+		g->last = on ? (uint32_t)i : g->last;
 	}
 	if (nh) {
 		h8[nh - 1] = (uint8_t)hyp[nh - 1];
@@ -260,11 +263,10 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			idh[nah] = c;
 			nah += (uint64_t)bg[c].h * bg[c].r > 1;
 		}
-		/* empty the bigram counts again */
+		/* empty the bigram counts again (the hypothesis counted only
+		 * the reference's bigrams) */
 		for (size_t j = 0; j < nr1; j++)
 			bg[made[j]] = (struct bigram){ 0 };
-		for (size_t i = 0; i < nh1; i++)
-			bg[bih[i]] = (struct bigram){ 0 };
 	} else {
 		/* order 1: the classes are the symbols themselves */
 		memset(cr, 0, nsym * sizeof *cr);
@@ -902,6 +904,81 @@ static int words_from_syms(struct lynn_score_ctx *ctx, const struct lynn_chrf_op
 			   out->v + 3 * o->char_order, err);
 }
 
+/* chrF++: the symbols of both sides (ch, cr, *nh, *nr) and the word
+ * statistics into out (see word_ids; words_from_syms for text that is not
+ * valid UTF-8). Kept out of lynn_chrf_stats_compute so that chrF's path
+ * compiles as before. */
+static __attribute__((noinline)) int
+words_bytes(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o, const char *hyp,
+	    size_t hyp_len, const char *ref, size_t ref_len, struct cp_ent *tab, size_t cap,
+	    uint32_t *used, size_t *nusedp, uint32_t *ch, uint32_t *cr, size_t *nhp, size_t *nrp,
+	    struct lynn_chrf_stats *out, struct lynn_err *err)
+{
+	size_t nused = 0, nh, nr;
+	int rc;
+	/* words from the bytes (word_ids), unless the text is not valid
+	 * UTF-8: then from the symbols (words_from_syms) */
+	uint8_t *wsh, *wsr;
+	uint32_t *bh, *br, *ids, *soff, *slen;
+	struct word_tab w = { 0 };
+	unsigned char tail[48];
+	unsigned bad = 0;
+	size_t nbh, nbr, nwh, nwr, wcap, tot = hyp_len + ref_len;
+	size_t wsb = (tot + 2 * 72 + 7) & ~(size_t)7;
+	wsh = score_buf(ctx, SLOT_CP_D, wsb + (tot + 16) * sizeof *bh, err);
+	ids = score_buf(ctx, SLOT_IDS_A, 4 * (tot + 4) * sizeof *ids, err);
+	if (!wsh || !ids)
+		return -LYNN_ENOMEM;
+	wsr = wsh + hyp_len + 72;
+	bh = (uint32_t *)(wsh + wsb);
+	br = bh + hyp_len + 8;
+	w.used = ids + tot + 4;
+	soff = w.used + tot + 4;
+	slen = soff + tot + 4;
+	nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
+		       NULL, wsh, &bad);
+	nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
+		       NULL, wsr, &bad);
+	for (size_t k = 0; k < nused; k++)
+		tab[used[k]].cp = 0;
+	if (bad) {
+		nused = 0;
+		rc = words_from_syms(ctx, o, hyp, hyp_len, ref, ref_len, tab, cap, used, &nused,
+				     ch, cr, &nh, &nr, out, err);
+		if (rc)
+			return rc;
+	} else {
+		memset(wsh + hyp_len, 1, 64);
+		memset(wsr + ref_len, 1, 64);
+		nbh = word_bounds(wsh, hyp_len, bh);
+		nbr = word_bounds(wsr, ref_len, br);
+		/* ≤ nbh + nbr words after the split: table ≤ 1/4 full */
+		wcap = pow2_at_least(4 * (nbh + nbr) + 8);
+		w.t = clean_buf(ctx, SLOT_CHRF_WORD, wcap * sizeof *w.t, err);
+		if (!w.t)
+			return -LYNN_ENOMEM;
+		w.mask = wcap - 1;
+		w.shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)wcap);
+		w.tail = tail;
+		side_tail(tail, hyp, hyp_len);
+		nwh = word_spans((const unsigned char *)hyp, bh, nbh, soff, slen);
+		word_ids(&w, (const unsigned char *)hyp, hyp_len, soff, slen, nwh, ids);
+		side_tail(tail, ref, ref_len);
+		nwr = word_spans((const unsigned char *)ref, br, nbr, soff, slen);
+		word_ids(&w, (const unsigned char *)ref, ref_len, soff, slen, nwr, ids + nwh);
+		for (size_t k = 0; k < w.nu; k++)
+			w.t[w.used[k]] = (struct word_ent){ 0 };
+		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, w.nd, o->word_order,
+				 out->v + 3 * o->char_order, err);
+		if (rc)
+			return rc;
+	}
+	*nusedp = nused;
+	*nhp = nh;
+	*nrp = nr;
+	return 0;
+}
+
 int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chrf_opts *o,
 			    const char *hyp, size_t hyp_len, const char *ref, size_t ref_len,
 			    struct lynn_chrf_stats *out, struct lynn_err *err)
@@ -936,63 +1013,10 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 	if (!tab)
 		goto out;
 	if (o->word_order > 0) {
-		/* words from the bytes (word_ids), unless the text is not valid
-		 * UTF-8: then from the symbols (words_from_syms) */
-		uint8_t *wsh, *wsr;
-		uint32_t *bh, *br, *ids, *soff, *slen;
-		struct word_tab w = { 0 };
-		unsigned char tail[48];
-		unsigned bad = 0;
-		size_t nbh, nbr, nwh, nwr, wcap, tot = hyp_len + ref_len;
-		size_t wsb = (tot + 2 * 72 + 7) & ~(size_t)7;
-		wsh = score_buf(ctx, SLOT_CP_D, wsb + (tot + 16) * sizeof *bh, err);
-		ids = score_buf(ctx, SLOT_IDS_A, 4 * (tot + 4) * sizeof *ids, err);
-		if (!wsh || !ids)
+		rc = words_bytes(ctx, o, hyp, hyp_len, ref, ref_len, tab, cap, used, &nused, ch, cr,
+				 &nh, &nr, out, err);
+		if (rc)
 			goto out;
-		wsr = wsh + hyp_len + 72;
-		bh = (uint32_t *)(wsh + wsb);
-		br = bh + hyp_len + 8;
-		w.used = ids + tot + 4;
-		soff = w.used + tot + 4;
-		slen = soff + tot + 4;
-		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
-			       NULL, wsh, &bad);
-		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
-			       NULL, wsr, &bad);
-		for (size_t k = 0; k < nused; k++)
-			tab[used[k]].cp = 0;
-		if (bad) {
-			nused = 0;
-			rc = words_from_syms(ctx, o, hyp, hyp_len, ref, ref_len, tab, cap, used, &nused,
-					     ch, cr, &nh, &nr, out, err);
-			if (rc)
-				goto out;
-		} else {
-			memset(wsh + hyp_len, 1, 64);
-			memset(wsr + ref_len, 1, 64);
-			nbh = word_bounds(wsh, hyp_len, bh);
-			nbr = word_bounds(wsr, ref_len, br);
-			/* ≤ nbh + nbr words after the split: table ≤ 1/4 full */
-			wcap = pow2_at_least(4 * (nbh + nbr) + 8);
-			w.t = clean_buf(ctx, SLOT_CHRF_WORD, wcap * sizeof *w.t, err);
-			if (!w.t)
-				goto out;
-			w.mask = wcap - 1;
-			w.shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)wcap);
-			w.tail = tail;
-			side_tail(tail, hyp, hyp_len);
-			nwh = word_spans((const unsigned char *)hyp, bh, nbh, soff, slen);
-			word_ids(&w, (const unsigned char *)hyp, hyp_len, soff, slen, nwh, ids);
-			side_tail(tail, ref, ref_len);
-			nwr = word_spans((const unsigned char *)ref, br, nbr, soff, slen);
-			word_ids(&w, (const unsigned char *)ref, ref_len, soff, slen, nwr, ids + nwh);
-			for (size_t k = 0; k < w.nu; k++)
-				w.t[w.used[k]] = (struct word_ent){ 0 };
-			rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, w.nd, o->word_order,
-					 out->v + 3 * o->char_order, err);
-			if (rc)
-				goto out;
-		}
 	} else {
 		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
 			       NULL, NULL, NULL);
@@ -1027,8 +1051,12 @@ double lynn_chrf_stats_score(const struct lynn_chrf_opts *o, const struct lynn_c
 		int64_t n_hyp = s->v[3 * i], n_ref = s->v[3 * i + 1], n_match = s->v[3 * i + 2];
 		double prec = n_hyp > 0 ? (double)n_match / (double)n_hyp : eps;
 		double rec = n_ref > 0 ? (double)n_match / (double)n_ref : eps;
-		double denom = factor * prec + rec;
-		score += denom > 0 ? ((1 + factor) * prec * rec / denom) : eps;
+		if (o->eps_smoothing) {
+			/* the per-order f-scores are used only here (the
+			 * other rule overwrites score) */
+			double denom = factor * prec + rec;
+			score += denom > 0 ? ((1 + factor) * prec * rec / denom) : eps;
+		}
 		if (n_hyp > 0 && n_ref > 0) {
 			avg_prec += prec;
 			avg_rec += rec;
