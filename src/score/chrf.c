@@ -164,10 +164,9 @@ static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t 
 		ch1[c]++;
 		/* written only when the reference has the bigram: the others
 		 * stay all zero (nothing to empty) */
-		uint32_t on = g->r != 0;
 		m2 += g->h < g->r;
-		g->h += on;
-		g->last = on ? (uint32_t)i : g->last;
+		g->h++;
+		g->last = (uint32_t)i;
 	}
 	if (nh) {
 		h8[nh - 1] = (uint8_t)hyp[nh - 1];
@@ -267,6 +266,8 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		 * the reference's bigrams) */
 		for (size_t j = 0; j < nr1; j++)
 			bg[made[j]] = (struct bigram){ 0 };
+		for (size_t i = 0; i < nh1; i++)
+			bg[bih[i]] = (struct bigram){ 0 };
 	} else {
 		/* order 1: the classes are the symbols themselves */
 		memset(cr, 0, nsym * sizeof *cr);
