@@ -810,49 +810,47 @@ static void side_tail(unsigned char *tail, const char *s, size_t len)
 	memcpy(tail + 16 - k, s + len - k, k);
 }
 
-/* sacreBLEU _remove_punctuation on the words [bnd[2k], bnd[2k+1]) of u
- * (str.split()): spans (offset, length) to off/len, an ASCII punctuation
- * byte taken off the end, else off the start, of words of ≥ 2 bytes (a
- * punctuation byte is a whole character). No branch. Returns the count. */
-static size_t word_spans(const unsigned char *u, const uint32_t *bnd, size_t nb, uint32_t *off,
-			 uint32_t *len)
+/* The id of the word u[a..a+l): in order of first appearance, no branch
+ * on whether it is new. */
+static inline __attribute__((always_inline)) uint32_t
+word_id(struct word_tab *w, const unsigned char *u, size_t ulen, size_t a, size_t l)
 {
+	uint64_t k1, k2;
+	size_t p = word_slot(w, u, ulen, a, l, &k1, &k2);
+	struct word_ent *e = w->t + p;
+	uint32_t old = e->idp, isnew = old == 0;
+	uint32_t idp = old | ((w->nd + 1) & (0 - isnew));
+	e->k1 = k1;
+	e->k2 = k2;
+	e->idp = idp;
+	w->nd += isnew;
+	w->used[w->nu] = (uint32_t)p;
+	w->nu += isnew;
+	return idp - 1;
+}
+
+/* The word ids of one side: the words [bnd[2k], bnd[2k+1]) of u (from
+ * str.split()) after sacreBLEU _remove_punctuation (an ASCII punctuation
+ * byte taken off the end, else off the start, of words of ≥ 2 bytes; such
+ * a byte is a whole character). Returns the count written to ids. */
+static size_t word_ids(struct word_tab *wt, const unsigned char *u, size_t ulen, const uint32_t *bnd,
+		       size_t nb, uint32_t *ids)
+{
+	struct word_tab w = *wt;
 	size_t n = 0;
 	for (size_t k = 0; k < nb; k += 2) {
 		uint32_t s = bnd[k], e = bnd[k + 1], l = e - s;
 		uint32_t pl = (l >= 2) & punct_byte[u[e - 1]];
 		uint32_t pf = (l >= 2) & (pl ^ 1) & punct_byte[u[s]];
-		off[n] = s;
-		len[n] = pf ? 1 : l - pl;
-		off[n + 1] = pf ? s + 1 : e - 1;
-		len[n + 1] = pf ? l - 1 : 1;
+		uint32_t im = word_id(&w, u, ulen, s + pf, l - pl - pf), ip = 0;
+		if (pl | pf)
+			ip = word_id(&w, u, ulen, pf ? s : e - 1, 1);
+		ids[n] = pf ? ip : im;
+		ids[n + 1] = pf ? im : ip;
 		n += 1 + (pl | pf);
 	}
-	return n;
-}
-
-/* The ids of the spans (off[k], len[k]) of u (valid for ulen bytes), in
- * order of first appearance after the w->nd words seen before; no branch
- * on whether a word is new. */
-static void word_ids(struct word_tab *wt, const unsigned char *u, size_t ulen, const uint32_t *off,
-		     const uint32_t *len, size_t n, uint32_t *ids)
-{
-	struct word_tab w = *wt;
-	for (size_t k = 0; k < n; k++) {
-		uint64_t k1, k2;
-		size_t a = off[k], p = word_slot(&w, u, ulen, a, len[k], &k1, &k2);
-		struct word_ent *e = w.t + p;
-		uint32_t old = e->idp, isnew = old == 0;
-		uint32_t idp = old | ((w.nd + 1) & (0 - isnew));
-		e->k1 = k1;
-		e->k2 = k2;
-		e->idp = idp;
-		w.nd += isnew;
-		w.used[w.nu] = (uint32_t)p;
-		w.nu += isnew;
-		ids[k] = idp - 1;
-	}
 	*wt = w;
+	return n;
 }
 
 static int check_opts(const struct lynn_chrf_opts *o, struct lynn_err *err)
@@ -920,22 +918,20 @@ words_bytes(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o, const ch
 	/* words from the bytes (word_ids), unless the text is not valid
 	 * UTF-8: then from the symbols (words_from_syms) */
 	uint8_t *wsh, *wsr;
-	uint32_t *bh, *br, *ids, *soff, *slen;
+	uint32_t *bh, *br, *ids;
 	struct word_tab w = { 0 };
 	unsigned char tail[48];
 	unsigned bad = 0;
 	size_t nbh, nbr, nwh, nwr, wcap, tot = hyp_len + ref_len;
 	size_t wsb = (tot + 2 * 72 + 7) & ~(size_t)7;
 	wsh = score_buf(ctx, SLOT_CP_D, wsb + (tot + 16) * sizeof *bh, err);
-	ids = score_buf(ctx, SLOT_IDS_A, 4 * (tot + 4) * sizeof *ids, err);
+	ids = score_buf(ctx, SLOT_IDS_A, 2 * (tot + 4) * sizeof *ids, err);
 	if (!wsh || !ids)
 		return -LYNN_ENOMEM;
 	wsr = wsh + hyp_len + 72;
 	bh = (uint32_t *)(wsh + wsb);
 	br = bh + hyp_len + 8;
 	w.used = ids + tot + 4;
-	soff = w.used + tot + 4;
-	slen = soff + tot + 4;
 	nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
 		       NULL, wsh, &bad);
 	nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
@@ -962,11 +958,9 @@ words_bytes(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o, const ch
 		w.shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)wcap);
 		w.tail = tail;
 		side_tail(tail, hyp, hyp_len);
-		nwh = word_spans((const unsigned char *)hyp, bh, nbh, soff, slen);
-		word_ids(&w, (const unsigned char *)hyp, hyp_len, soff, slen, nwh, ids);
+		nwh = word_ids(&w, (const unsigned char *)hyp, hyp_len, bh, nbh, ids);
 		side_tail(tail, ref, ref_len);
-		nwr = word_spans((const unsigned char *)ref, br, nbr, soff, slen);
-		word_ids(&w, (const unsigned char *)ref, ref_len, soff, slen, nwr, ids + nwh);
+		nwr = word_ids(&w, (const unsigned char *)ref, ref_len, br, nbr, ids + nwh);
 		for (size_t k = 0; k < w.nu; k++)
 			w.t[w.used[k]] = (struct word_ent){ 0 };
 		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, w.nd, o->word_order,
