@@ -128,9 +128,12 @@ static int64_t probe_hyp(struct ngram_ent *t, size_t mask, unsigned shift, const
 #define DIRECT_SYMS 256
 
 /* A bigram's counts (zero between calls) and last hyp position, together
- * so that one cache line serves all three. */
+ * so that one cache line serves all three; dn: its dense class number + 1
+ * once alive (see ngram_stats). The records also serve orders ≥ 3 while
+ * those have few classes (index = dense class of the (n-1)-gram · nsym +
+ * next symbol). */
 struct bigram {
-	uint32_t r, h, last, pad;
+	uint32_t r, h, last, dn;
 };
 
 /* Orders 1 and 2 (nr ≥ 2, nsym ≤ DIRECT_SYMS) into v[0..6): counts per
@@ -194,6 +197,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	int n0 = 2;
 	struct ngram_ent *t;
 	size_t ncls, tcap, nbg, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
+	size_t m = 0; /* direct orders: the alive classes of the last order, numbered 0..m-1 */
 	int64_t match = 0, settled = 0, diff[LYNN_CHRF_MAX_CHAR_ORDER + 2] = {0};
 
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
@@ -244,14 +248,19 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		 * that an agreement stops at either end by itself (nsym ≤ 254) */
 		memset(h8 + nh, 0xFF, 8);
 		memset(r8 + nr, 0xFE, 8);
-		/* alive bigrams (class = its table index) and settled pairs,
-		 * for the higher orders (none in chrF++'s word order 2) */
+		/* alive bigrams and settled pairs, for the higher orders (none
+		 * in chrF++'s word order 2); the alive classes numbered densely
+		 * 0..m-1 (dn, first seen on the reference side) */
 		for (size_t j = 0; max_order > 2 && j < nr1; j++) {
-			uint32_t c = made[j];
+			uint32_t c = made[j], d = bg[c].dn;
 			uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
+			uint32_t alive = hr > 1, nw = alive & (d == 0);
+			m += nw;
+			d = nw ? (uint32_t)m : d;
+			bg[c].dn = d;
 			posr[nar] = (uint32_t)j;
-			idr[nar] = c;
-			nar += hr > 1;
+			idr[nar] = d - 1;
+			nar += alive;
 			pi[np] = bg[c].last;
 			pj[np] = (uint32_t)j;
 			np += hr == 1;
@@ -259,11 +268,10 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		for (size_t i = 0; max_order > 2 && i < nh1; i++) {
 			uint32_t c = bih[i];
 			posh[nah] = (uint32_t)i;
-			idh[nah] = c;
+			idh[nah] = bg[c].dn - 1;
 			nah += (uint64_t)bg[c].h * bg[c].r > 1;
 		}
-		/* empty the bigram counts again (the hypothesis counted only
-		 * the reference's bigrams) */
+		/* empty the bigram records again */
 		for (size_t j = 0; j < nr1; j++)
 			bg[made[j]] = (struct bigram){ 0 };
 		for (size_t i = 0; i < nh1; i++)
@@ -380,6 +388,58 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			nah--;
 		if (nar == 0 || nah == 0)
 			continue; /* no shared (n-1)-gram left: no more matches */
+		if (direct && m <= nsym) {
+			/* few classes: the n-grams in the bigram records, index
+			 * (dense class, next symbol), as orders 1-2 */
+			size_t nar0 = nar, nah0 = nah, s = nsym;
+			uint32_t *hmade = bih; /* free after order 2 */
+			const uint32_t *rn = ref + n - 1, *hn = hyp + n - 1;
+			match = 0;
+			for (size_t k = 0; k < nar; k++) {
+				uint32_t c = idr[k] * (uint32_t)s + rn[posr[k]];
+				made[k] = c;
+				bg[c].r++;
+			}
+			for (size_t k = 0; k < nah; k++) {
+				uint32_t c = idh[k] * (uint32_t)s + hn[posh[k]];
+				struct bigram *g = bg + c;
+				hmade[k] = c;
+				match += g->h < g->r;
+				g->h++;
+				g->last = posh[k];
+			}
+			v[3 * (n - 1) + 2] += match;
+			m = 0;
+			w = 0;
+			for (size_t k = 0; n < max_order && k < nar; k++) {
+				uint32_t c = made[k], d = bg[c].dn;
+				uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
+				uint32_t alive = hr > 1, nw = alive & (d == 0);
+				m += nw;
+				d = nw ? (uint32_t)m : d;
+				bg[c].dn = d;
+				pi[np] = bg[c].last;
+				pj[np] = posr[k];
+				np += hr == 1;
+				posr[w] = posr[k];
+				idr[w] = d - 1;
+				w += alive;
+			}
+			nar = w;
+			w = 0;
+			for (size_t k = 0; n < max_order && k < nah; k++) {
+				uint32_t c = hmade[k];
+				posh[w] = posh[k];
+				idh[w] = bg[c].dn - 1;
+				w += (uint64_t)bg[c].h * bg[c].r > 1;
+			}
+			nah = w;
+			for (size_t k = 0; k < nar0; k++)
+				bg[made[k]] = (struct bigram){ 0 };
+			for (size_t k = 0; k < nah0; k++)
+				bg[hmade[k]] = (struct bigram){ 0 };
+			continue;
+		}
 		cap = pow2_at_least(8 * nar + 8);
 		if (cap > tcap)
 			cap = tcap;
