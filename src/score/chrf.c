@@ -165,10 +165,10 @@ static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t 
 		h8[i] = (uint8_t)c;
 		m1 += ch1[c] < cr1[c];
 		ch1[c]++;
-		/* written only when the reference has the bigram: the others
-		 * stay all zero (nothing to empty) */
+		/* counted only when the reference has the bigram: the others
+		 * keep zero counts (no emptying; a stale last is never read) */
 		m2 += g->h < g->r;
-		g->h++;
+		g->h += g->r != 0;
 		g->last = (uint32_t)i;
 	}
 	if (nh) {
@@ -220,13 +220,15 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS,
 				      (2 * ncls + (ncls > tcap ? ncls : tcap + 1)) * sizeof *cr, err)
 			  : NULL;
-	/* the bigram records (direct only), then the table: all zero between
-	 * calls, whatever the layout of the previous call */
+	/* the bigram records (direct only; counts zero between calls, last
+	 * may be left from an earlier call where both counts are 0) and the
+	 * table (all zero between calls), each whatever the layout of the
+	 * previous call */
 	nbg = direct ? nsym * nsym : 0;
-	bg = cr ? clean_buf(ctx, SLOT_NGRAM, nbg * sizeof *bg + (tcap + 1) * sizeof *t, err) : NULL;
-	if (!bg)
+	bg = cr ? clean_buf(ctx, SLOT_NGRAM, nbg * sizeof *bg, err) : NULL;
+	t = bg ? clean_buf(ctx, SLOT_CHRF_T, (tcap + 1) * sizeof *t, err) : NULL;
+	if (!t)
 		return -LYNN_ENOMEM;
-	t = (struct ngram_ent *)(bg + nbg);
 	idh = posh + nh + 1;
 	idr = posr + nr + 1;
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
@@ -271,11 +273,10 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			idh[nah] = bg[c].dn - 1;
 			nah += (uint64_t)bg[c].h * bg[c].r > 1;
 		}
-		/* empty the bigram records again */
+		/* empty the bigram records again (the hypothesis changed
+		 * only the reference's) */
 		for (size_t j = 0; j < nr1; j++)
 			bg[made[j]] = (struct bigram){ 0 };
-		for (size_t i = 0; i < nh1; i++)
-			bg[bih[i]] = (struct bigram){ 0 };
 	} else {
 		/* order 1: the classes are the symbols themselves */
 		memset(cr, 0, nsym * sizeof *cr);
@@ -391,7 +392,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		if (direct && m <= nsym) {
 			/* few classes: the n-grams in the bigram records, index
 			 * (dense class, next symbol), as orders 1-2 */
-			size_t nar0 = nar, nah0 = nah, s = nsym;
+			size_t nar0 = nar, s = nsym;
 			uint32_t *hmade = bih; /* free after order 2 */
 			const uint32_t *rn = ref + n - 1, *hn = hyp + n - 1;
 			match = 0;
@@ -405,7 +406,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 				struct bigram *g = bg + c;
 				hmade[k] = c;
 				match += g->h < g->r;
-				g->h++;
+				g->h += g->r != 0;
 				g->last = posh[k];
 			}
 			v[3 * (n - 1) + 2] += match;
@@ -436,8 +437,6 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			nah = w;
 			for (size_t k = 0; k < nar0; k++)
 				bg[made[k]] = (struct bigram){ 0 };
-			for (size_t k = 0; k < nah0; k++)
-				bg[hmade[k]] = (struct bigram){ 0 };
 			continue;
 		}
 		cap = pow2_at_least(8 * nar + 8);
