@@ -267,11 +267,12 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			pj[np] = (uint32_t)j;
 			np += hr == 1;
 		}
+		/* a class is alive on both sides: numbered (dn ≠ 0) just now */
 		for (size_t i = 0; max_order > 2 && i < nh1; i++) {
-			uint32_t c = bih[i];
+			uint32_t d = bg[bih[i]].dn;
 			posh[nah] = (uint32_t)i;
-			idh[nah] = bg[c].dn - 1;
-			nah += (uint64_t)bg[c].h * bg[c].r > 1;
+			idh[nah] = d - 1;
+			nah += d != 0;
 		}
 		/* empty the bigram records again (the hypothesis changed
 		 * only the reference's) */
@@ -429,10 +430,10 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			nar = w;
 			w = 0;
 			for (size_t k = 0; n < max_order && k < nah; k++) {
-				uint32_t c = hmade[k];
+				uint32_t d = bg[hmade[k]].dn;
 				posh[w] = posh[k];
-				idh[w] = bg[c].dn - 1;
-				w += (uint64_t)bg[c].h * bg[c].r > 1;
+				idh[w] = d - 1;
+				w += d != 0;
 			}
 			nah = w;
 			for (size_t k = 0; k < nar0; k++)
