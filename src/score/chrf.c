@@ -777,9 +777,6 @@ struct word_tab {
 	unsigned shift;
 	uint32_t nd, nu;
 	uint32_t *used; /* slots filled, emptied by the caller */
-	/* the side's last 16 bytes (tail[16 + x] = u[len - 16 + x]), then
-	 * zeros: the keys of words that end near the end are read there */
-	const unsigned char *tail;
 };
 
 /* Python string.punctuation as a byte table (bytes ≥ 0x80: 0). */
@@ -822,7 +819,7 @@ static inline bool word_probe_on(const struct word_ent *e, uint64_t k1, uint64_t
 	return (filled & ((d | (0 - d)) >> 63)) != 0;
 }
 
-/* The slot of the word u[a..a+l) (1 ≤ l), u valid for len bytes: where its
+/* The slot of the word u[a..a+l) (1 ≤ l; u readable 16 bytes past a): where its
  * key is, or the empty slot that ends its probe run. */
 static inline __attribute__((always_inline)) size_t word_slot(const struct word_tab *w, const unsigned char *u, size_t len,
 			       size_t a, size_t l, uint64_t *k1p, uint64_t *k2p)
@@ -847,7 +844,7 @@ static inline __attribute__((always_inline)) size_t word_slot(const struct word_
 			w->t[p].p = u + a;
 	} else {
 		/* the bytes, zero-padded, with the length tag */
-		const unsigned char *src = a + 16 <= len ? u + a : w->tail + 16 + a - len;
+		const unsigned char *src = u + a; /* u padded by 16 bytes */
 		memcpy(&k1, src, 8);
 		memcpy(&v2, src + 8, 8);
 		k1 &= key_mask[l].m1;
@@ -859,15 +856,6 @@ static inline __attribute__((always_inline)) size_t word_slot(const struct word_
 	*k1p = k1;
 	*k2p = k2;
 	return p;
-}
-
-/* tail[16 + x] = s[len - 16 + x] for x in [max(-len, -16), 0), zeros from
- * tail[16] on (48 bytes). */
-static void side_tail(unsigned char *tail, const char *s, size_t len)
-{
-	size_t k = len < 16 ? len : 16;
-	memset(tail, 0, 48);
-	memcpy(tail + 16 - k, s + len - k, k);
 }
 
 /* The id of the word u[a..a+l): in order of first appearance, no branch
@@ -980,7 +968,7 @@ words_bytes(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o, const ch
 	uint8_t *wsh, *wsr;
 	uint32_t *bh, *br, *ids;
 	struct word_tab w = { 0 };
-	unsigned char tail[48];
+	unsigned char *hp, *rp;
 	unsigned bad = 0;
 	size_t nbh, nbr, nwh, nwr, wcap, tot = hyp_len + ref_len;
 	size_t wsb = (tot + 2 * 72 + 7) & ~(size_t)7;
@@ -1016,11 +1004,18 @@ words_bytes(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o, const ch
 			return -LYNN_ENOMEM;
 		w.mask = wcap - 1;
 		w.shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)wcap);
-		w.tail = tail;
-		side_tail(tail, hyp, hyp_len);
-		nwh = word_ids(&w, (const unsigned char *)hyp, hyp_len, bh, nbh, ids);
-		side_tail(tail, ref, ref_len);
-		nwr = word_ids(&w, (const unsigned char *)ref, ref_len, br, nbr, ids + nwh);
+		/* copies with 16 bytes of padding: a word's key is read as
+		 * 16 bytes from its start */
+		hp = score_buf(ctx, SLOT_CP_A, tot + 32, err);
+		if (!hp)
+			return -LYNN_ENOMEM;
+		rp = hp + hyp_len + 16;
+		memcpy(hp, hyp, hyp_len);
+		memset(hp + hyp_len, 0, 16);
+		memcpy(rp, ref, ref_len);
+		memset(rp + ref_len, 0, 16);
+		nwh = word_ids(&w, hp, hyp_len, bh, nbh, ids);
+		nwr = word_ids(&w, rp, ref_len, br, nbr, ids + nwh);
 		for (size_t k = 0; k < w.nu; k++)
 			w.t[w.used[k]] = (struct word_ent){ 0 };
 		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, w.nd, o->word_order,
