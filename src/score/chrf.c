@@ -209,26 +209,32 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	/* orders 1 and 2 counted directly when bigrams fit a small table */
 	direct = max_order >= 2 && nr >= 2 && nsym <= DIRECT_SYMS;
 	ncls = (nsym > nr ? nsym : nr) + 2;
-	/* after the position lists: the symbols as bytes (direct only), padded */
-	posh = score_buf(ctx, SLOT_HASH_A, 3 * (nh + 1) * sizeof *posh + nh + 16, err);
-	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr + nr + 16, err);
 	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory); ≤ 2^30
 	 * slots (slot numbers are classes) */
 	tcap = pow2_at_least((nr <= 65536 ? 8 : 2) * nr + 8);
-	/* per symbol (order 1 without the direct path), then the last hyp
-	 * position per table slot (and the sink slot tcap) */
-	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS,
-				      (2 * ncls + (ncls > tcap ? ncls : tcap + 1)) * sizeof *cr, err)
-			  : NULL;
+	/* one buffer: the hyp lists, its symbols as bytes (direct only,
+	 * padded), the ref lists and bytes, then per symbol (order 1 without
+	 * the direct path) and the last hyp position per table slot (and the
+	 * sink slot tcap) */
+	{
+		size_t bh = (3 * (nh + 1) * sizeof *posh + nh + 16 + 3) & ~(size_t)3;
+		size_t br = (5 * (nr + 1) * sizeof *posr + nr + 16 + 3) & ~(size_t)3;
+		posh = score_buf(ctx, SLOT_HASH_A,
+				 bh + br + (2 * ncls + (ncls > tcap ? ncls : tcap + 1)) * sizeof *cr,
+				 err);
+		if (!posh)
+			return -LYNN_ENOMEM;
+		posr = (uint32_t *)((char *)posh + bh);
+		cr = (uint32_t *)((char *)posr + br);
+	}
 	/* the bigram records (direct only; counts zero between calls, last
-	 * may be left from an earlier call where both counts are 0) and the
-	 * table (all zero between calls), each whatever the layout of the
-	 * previous call */
+	 * may be left from an earlier call where both counts are 0); the
+	 * table (all zero between calls) is fetched when first needed */
 	nbg = direct ? nsym * nsym : 0;
-	bg = cr ? clean_buf(ctx, SLOT_NGRAM, nbg * sizeof *bg, err) : NULL;
-	t = bg ? clean_buf(ctx, SLOT_CHRF_T, (tcap + 1) * sizeof *t, err) : NULL;
-	if (!t)
+	bg = clean_buf(ctx, SLOT_NGRAM, nbg * sizeof *bg, err);
+	if (!bg)
 		return -LYNN_ENOMEM;
+	t = NULL;
 	idh = posh + nh + 1;
 	idr = posr + nr + 1;
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
@@ -439,6 +445,13 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			for (size_t k = 0; k < nar0; k++)
 				bg[made[k]] = (struct bigram){ 0 };
 			continue;
+		}
+		if (!t) {
+			/* the hashed orders' table: all zero between calls,
+			 * whatever the layout of the previous call */
+			t = clean_buf(ctx, SLOT_CHRF_T, (tcap + 1) * sizeof *t, err);
+			if (!t)
+				return -LYNN_ENOMEM;
 		}
 		cap = pow2_at_least(8 * nar + 8);
 		if (cap > tcap)
