@@ -1010,8 +1010,9 @@ words_bytes(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o, const ch
 		memset(wsr + ref_len, 1, 64);
 		nbh = word_bounds(wsh, hyp_len, bh);
 		nbr = word_bounds(wsr, ref_len, br);
-		/* ≤ nbh + nbr words after the split: table ≤ 1/4 full */
-		wcap = pow2_at_least(4 * (nbh + nbr) + 8);
+		/* ≤ nbh + nbr words after the split: table ≤ 1/4 full, ≤ 1/2
+		 * for very long inputs (memory: 32-byte entries) */
+		wcap = pow2_at_least((nbh + nbr <= 65536 ? 4 : 2) * (nbh + nbr) + 8);
 		w.t = clean_buf(ctx, SLOT_CHRF_WORD, wcap * sizeof *w.t, err);
 		if (!w.t)
 			return -LYNN_ENOMEM;
