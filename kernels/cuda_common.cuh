@@ -75,6 +75,18 @@ __device__ __forceinline__ float lynn_s8_at(uint32_t v, int j)
 	return (float)(int8_t)(uint8_t)(v >> (8 * j));
 }
 
+/* A cuBLASLt call that fails: -LYNN_ECUDA with the call named, `goto out`
+ * (callers declare rc and the label). */
+#define LT_TRY(expr)                                                                      \
+	do {                                                                              \
+		cublasStatus_t s_ = (expr);                                               \
+		if (s_ != CUBLAS_STATUS_SUCCESS) {                                        \
+			rc = lynn_errf(err, -LYNN_ECUDA, "cublaslt: %s:%d: %s: status %d", \
+				       __FILE__, __LINE__, #expr, (int)s_);               \
+			goto out;                                                         \
+		}                                                                         \
+	} while (0)
+
 /* The cuBLASLt handle behind lynn_cublas (lynn_cuda.h). */
 struct lynn_cublas {
 	cublasLtHandle_t h;
@@ -82,5 +94,16 @@ struct lynn_cublas {
 	size_t ws_size;
 	float *d_zero; /* beta for calls whose alpha is a device pointer */
 };
+
+/* Y^T (N x M, ld N) = W (K x N, ld K)^T * X^T (K x M, ld K) in cuBLASLt's
+ * column-major view, i.e. row-major Y[M,N] = X[M,K] * W[N,K]^T: the
+ * caller's `op` (compute type, scales, pointer mode) gets the transposes
+ * here; W and X are of type `ab`, Y BF16; the heuristic's first algorithm.
+ * alpha/beta are host or device pointers per op's pointer mode; `what`
+ * names the case in errors (kernels/nvfp4_gemm.cu). */
+int lynn_lt_matmul_tn(struct lynn_cublas *b, cublasLtMatmulDesc_t op, cudaDataType_t ab,
+		      const void *alpha, const void *beta, const void *d_w, const void *d_x, int m,
+		      int64_t n, int64_t k, void *d_y, cudaStream_t stream, const char *what,
+		      struct lynn_err *err);
 
 #endif

@@ -48,8 +48,9 @@ enum lynn_cuda_path {
 	LYNN_CUDA_PATH_AUTO = 0,
 	LYNN_CUDA_PATH_GEMV = 1,  /* CUDA cores, dequant in registers, M <= 8 per launch */
 	LYNN_CUDA_PATH_MMA = 2,   /* BF16 tensor cores (wmma), tiles of 64 rows */
-	LYNN_CUDA_PATH_TC = 3,    /* BF16 mma.sync, weights as the m16 operand; K <= 5112 */
-	LYNN_CUDA_PATH_TC2 = 4,   /* tc with a cp.async weight pipeline; K <= 4152 */
+	LYNN_CUDA_PATH_TC2 = 3,   /* BF16 mma.sync, weights as the m16 operand through a
+				   * cp.async ring; K <= 4152 */
+	LYNN_CUDA_PATH_TC3 = 4,   /* the same streamed into registers; K % 128 == 0, K <= 7224 */
 	LYNN_CUDA_PATH_COUNT = 5,
 };
 

@@ -120,15 +120,6 @@ extern "C" int lynn_cuda_fp4_quant_act(const void *d_x, int m, int64_t k, float 
 	return 0;
 }
 
-#define LT_TRY(expr)                                                                      \
-	do {                                                                              \
-		cublasStatus_t s_ = (expr);                                               \
-		if (s_ != CUBLAS_STATUS_SUCCESS) {                                        \
-			rc = lynn_errf(err, -LYNN_ECUDA, "cublaslt: %s:%d: %s: status %d", \
-				       __FILE__, __LINE__, #expr, (int)s_);               \
-			goto out;                                                         \
-		}                                                                         \
-	} while (0)
 
 extern "C" int lynn_cuda_fp4_gemm(struct lynn_cublas *b, const uint8_t *d_wq,
 				  const uint8_t *d_w_scales_swizzled, const uint8_t *d_xq,
@@ -136,13 +127,9 @@ extern "C" int lynn_cuda_fp4_gemm(struct lynn_cublas *b, const uint8_t *d_wq,
 				  int64_t k, void *d_y, lynn_stream_t stream, struct lynn_err *err)
 {
 	cublasLtMatmulDesc_t op = NULL;
-	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-	cublasLtMatmulPreference_t pref = NULL;
-	cublasLtMatmulHeuristicResult_t heur;
-	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
 	int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3;
 	float zero = 0.0f;
-	int found = 0, rc = 0;
+	int rc = 0;
 	int cc = lynn_cuda_device_cc(err);
 
 	if (cc < 0)
@@ -154,8 +141,6 @@ extern "C" int lynn_cuda_fp4_gemm(struct lynn_cublas *b, const uint8_t *d_wq,
 	if (k % 32 || n % 32)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: fp4 gemm needs N and K multiples of 32");
 	LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
 	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
 					      sizeof mode));
 	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
@@ -164,29 +149,9 @@ extern "C" int lynn_cuda_fp4_gemm(struct lynn_cublas *b, const uint8_t *d_wq,
 					      &d_w_scales_swizzled, sizeof d_w_scales_swizzled));
 	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
 					      &d_x_scales_swizzled, sizeof d_x_scales_swizzled));
-	LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_4F_E2M1, (uint64_t)k, (uint64_t)n, k));
-	LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_4F_E2M1, (uint64_t)k, (uint64_t)m, k));
-	LT_TRY(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, (uint64_t)n, (uint64_t)m, n));
-	LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
-	LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-						    &b->ws_size, sizeof b->ws_size));
-	LT_TRY(cublasLtMatmulAlgoGetHeuristic(b->h, op, la, lb, lc, lc, pref, 1, &heur, &found));
-	if (!found) {
-		rc = lynn_errf(err, -LYNN_EUNSUPPORTED, "cublaslt: no fp4 algorithm for %lldx%lldx%d",
-			       (long long)n, (long long)k, m);
-		goto out;
-	}
-	LT_TRY(cublasLtMatmul(b->h, op, &alpha, d_wq, la, d_xq, lb, &zero, d_y, lc, d_y, lc,
-			      &heur.algo, b->d_ws, b->ws_size, (cudaStream_t)stream));
+	rc = lynn_lt_matmul_tn(b, op, CUDA_R_4F_E2M1, &alpha, &zero, d_wq, d_xq, m, n, k, d_y,
+			       (cudaStream_t)stream, "fp4", err);
 out:
-	if (pref)
-		cublasLtMatmulPreferenceDestroy(pref);
-	if (lc)
-		cublasLtMatrixLayoutDestroy(lc);
-	if (lb)
-		cublasLtMatrixLayoutDestroy(lb);
-	if (la)
-		cublasLtMatrixLayoutDestroy(la);
 	if (op)
 		cublasLtMatmulDescDestroy(op);
 	return rc;

@@ -13,13 +13,14 @@
  *    rows; each K step of 64 dequantizes a 64x64 tile into shared memory
  *    (one 16-byte load per thread) and multiplies it with the M x 64
  *    activation tile (M padded to 16).
- *  - tc / tc2: BF16 mma.sync m16n8k16 with the weights as the 16-row operand
- *    and the tokens as the 8-column one (see the comment at nvfp4_tc_kernel);
- *    tc2 streams the weights through a per-warp cp.async ring and is
- *    launched with programmatic dependent launch (its weight loads start
- *    while the previous kernel on the stream ends; it waits for that kernel
- *    before reading X or expert ids). AUTO uses tc2 for M <= 16 and the wmma
- *    path above.
+ *  - tc2 / tc3: BF16 mma.sync m16n8k16 with the weights as the 16-row operand
+ *    and the tokens as the 8-column one (see the comment above lynn_prmt);
+ *    tc2 streams the weights through a per-warp cp.async ring, tc3 (K %
+ *    128 == 0) into registers; both are launched with programmatic
+ *    dependent launch (their weight loads start while the previous kernel
+ *    on the stream ends; they wait for that kernel before reading X or
+ *    expert ids). AUTO uses tc3 (else tc2) for M <= 16 and the wmma path
+ *    above.
  * All take an optional expert-id list (grid.y = selected experts) so the
  * grouped MoE call is the same kernels: one launch for every selected
  * expert's gate/up (the fused [2I, H] weight), one for down.
@@ -302,7 +303,7 @@ nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	}
 }
 
-/* ===== tc (BF16 tensor cores via mma.sync m16n8k16, dequant in registers) =====
+/* ===== tc2 / tc3 (BF16 tensor cores via mma.sync m16n8k16, dequant in registers) =====
  * The weight is the m16 operand A (16 weight rows), the tokens are the n8
  * operand B (8 tokens per n-tile; M = 1 uses one column), so the decode cost
  * per weight does not grow with M up to 8 and the MMA replaces the per-element
@@ -316,12 +317,7 @@ nvfp4_mma_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
  * q*s exactly (every intermediate has <= 8 significant bits and stays
  * normal). The 8 warps of a block split K (KG groups) and/or rows (8/KG),
  * partial sums are reduced in shared memory; X (this call's tokens, whole K)
- * sits in shared memory; all of a warp's weight loads (up to 4 spans) are
- * issued before X is staged. */
-
-/* spans (128 K) per warp per batch: 8 x 16-byte loads in flight at M <= 8,
- * fewer for more tokens (registers) */
-#define TC_SB (MT8 == 1 ? 4 : MT8 == 2 ? 2 : 1)
+ * sits in shared memory; weight loads are issued before X is staged. */
 
 static __device__ __forceinline__ uint32_t lynn_prmt(uint32_t a, uint32_t b, uint32_t s)
 {
@@ -357,6 +353,24 @@ static __device__ __forceinline__ void lynn_tc_dec4(uint32_t h, uint32_t sc, uin
  * integer pipe that the decode keeps busy */
 static __device__ __forceinline__ uint32_t lynn_hi16(uint32_t w) { return __umulhi(w, 0x10000u); }
 
+/* 8 nibbles -> the bf16x2 pairs of lynn_tc_dec4 for the low (lo0, lo1) and
+ * the high (hi0, hi1) four: the negative table's selectors flipped once for
+ * the word, the high halves taken on the FMA pipe */
+static __device__ __forceinline__ void lynn_tc_dec8(uint32_t w, uint32_t sc, uint32_t sh,
+						    uint32_t &lo0, uint32_t &lo1, uint32_t &hi0,
+						    uint32_t &hi1)
+{
+	const uint32_t wx = w ^ 0x88888888u, wh = lynn_hi16(w), wxh = lynn_hi16(wx);
+	const uint32_t pl = lynn_prmt(0x43424140u, 0x4C484644u, w);
+	const uint32_t ph = lynn_prmt(0x43424140u, 0x4C484644u, wh);
+	const uint32_t bl = pl + lynn_prmt(0x3D3E3F40u, 0x34383A3Cu, wx);
+	const uint32_t bh = ph + lynn_prmt(0x3D3E3F40u, 0x34383A3Cu, wxh);
+	lo0 = lynn_bf16x2_fma(lynn_prmt(bl, 0x43u, 0x4140u), sc, sh);
+	lo1 = lynn_bf16x2_fma(lynn_prmt(bl, 0x43u, 0x4342u), sc, sh);
+	hi0 = lynn_bf16x2_fma(lynn_prmt(bh, 0x43u, 0x4140u), sc, sh);
+	hi1 = lynn_bf16x2_fma(lynn_prmt(bh, 0x43u, 0x4342u), sc, sh);
+}
+
 static __device__ __forceinline__ void lynn_mma_bf16(float *c, uint32_t a0, uint32_t a1,
 						     uint32_t a2, uint32_t a3, uint32_t b0,
 						     uint32_t b1)
@@ -384,130 +398,60 @@ static __device__ __forceinline__ void lynn_tc_scale2(uint32_t pair, uint32_t *s
 	}
 }
 
-template <int MT8, typename TY>
-static __global__ void __launch_bounds__(256, MT8 <= 4 ? 2 : 1)
-nvfp4_tc_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
-		const float *__restrict__ alpha, const int32_t *__restrict__ ids,
-		const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
-		int64_t k, int kg_n, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+/* The call's tokens (at most MT8 * 8 rows of K) into shared memory rows of
+ * xld elements, then a block barrier. */
+template <int MT8>
+static __device__ __forceinline__ void tc_stage_x(__nv_bfloat16 *xs, int xld,
+						  const __nv_bfloat16 *__restrict__ x, int m, int k)
 {
-	extern __shared__ uint4 tc_sh4[];
-	__nv_bfloat16 *xs = (__nv_bfloat16 *)tc_sh4;
-	const int64_t xld = k + 8; /* elements; +16 bytes against bank repeats */
-	const int g = blockIdx.y;
-	const int e = ids ? ids[g] : 0;
-	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const int gq = lane >> 2, c = lane & 3;
-	const int rg = warp / kg_n, kgi = warp % kg_n;
-	const int64_t rA = ((int64_t)blockIdx.x * (8 / kg_n) + rg) * 16 + gq, rB = rA + 8;
-	const int nspans = (int)((k + 127) / 128);
-	const uint8_t *P = packed + (int64_t)e * n * (k / 2);
-	const uint8_t *S = scales + (int64_t)e * n * (k / 16);
-	float acc[MT8][4];
-	uint4 wa[TC_SB], wb[TC_SB];
-	uint32_t sa[TC_SB], sb[TC_SB];
+	const int mm = m < MT8 * 8 ? m : MT8 * 8, per_row = k / 8;
+	for (int i = threadIdx.x; i < mm * per_row; i += blockDim.x) {
+		const int r = i / per_row, q = i - r * per_row;
+		*(uint4 *)(xs + r * xld + q * 8) = __ldg((const uint4 *)(x + (int64_t)r * k + q * 8));
+	}
+	__syncthreads();
+}
 
-#pragma unroll
-	for (int t = 0; t < MT8; t++)
-		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-	auto load = [&](int sp0) {
-#pragma unroll
-		for (int u = 0; u < TC_SB; u++) {
-			const int sp = sp0 + u * kg_n;
-			const int64_t kk = (int64_t)sp * 128 + 32 * c;
-			const bool kv = sp < nspans && kk < k;
-			wa[u] = wb[u] = make_uint4(0, 0, 0, 0);
-			sa[u] = sb[u] = 0;
-			if (kv && rA < n) {
-				wa[u] = __ldcs((const uint4 *)(P + rA * (k / 2) + kk / 2));
-				sa[u] = __ldcs((const uint16_t *)(S + rA * (k / 16) + kk / 16));
-			}
-			if (kv && rB < n) {
-				wb[u] = __ldcs((const uint4 *)(P + rB * (k / 2) + kk / 2));
-				sb[u] = __ldcs((const uint16_t *)(S + rB * (k / 16) + kk / 16));
-			}
-		}
-	};
-	load(kgi);
-	/* stage X (m rows of this call, whole K) while the weights are in flight */
-	x += (int64_t)g * x_group_stride;
-	{
-		const int mm = m < MT8 * 8 ? m : MT8 * 8;
-		const int64_t per_row = k / 8; /* 16-byte pieces */
-		for (int64_t i = threadIdx.x; i < (int64_t)mm * per_row; i += blockDim.x) {
-			const int64_t r = i / per_row, q = i % per_row;
-			*(uint4 *)(xs + r * xld + q * 8) = __ldg((const uint4 *)(x + r * k + q * 8));
-		}
-	}
+/* End of the tc kernels: the K groups' partial sums (acc) are reduced
+ * through shared memory (the kernel's, reused after a barrier) and the
+ * group's first warp stores rows rA / rB (< n) of the m tokens, times alpha. */
+template <int MT8, typename TY>
+static __device__ __forceinline__ void tc_reduce_store(float (&acc)[MT8][4], void *shm, int kg_n,
+						       int64_t rA, int m, int64_t n, float a,
+						       TY *__restrict__ y, int64_t y_ld)
+{
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c = lane & 3;
+	float *red = (float *)shm;
 	__syncthreads();
-	for (int sp0 = kgi;; ) {
-#pragma unroll
-		for (int u = 0; u < TC_SB; u++) {
-			const int sp = sp0 + u * kg_n;
-			const int64_t kk = (int64_t)sp * 128 + 32 * c;
-			const bool kv = sp < nspans && kk < k;
-			uint32_t scA[2], shA[2], scB[2], shB[2];
-			lynn_tc_scale2(sa[u], scA, shA);
-			lynn_tc_scale2(sb[u], scB, shB);
-			const uint32_t wA[4] = { wa[u].x, wa[u].y, wa[u].z, wa[u].w };
-			const uint32_t wB[4] = { wb[u].x, wb[u].y, wb[u].z, wb[u].w };
-#pragma unroll
-			for (int j = 0; j < 8; j++) {
-				uint32_t a0, a1, a2, a3;
-				const int sh = 16 * (j & 1);
-				lynn_tc_dec4(wA[j >> 1] >> sh, scA[j >> 2], shA[j >> 2], a0, a2);
-				lynn_tc_dec4(wB[j >> 1] >> sh, scB[j >> 2], shB[j >> 2], a1, a3);
-#pragma unroll
-				for (int t = 0; t < MT8; t++) {
-					const int tok = t * 8 + gq;
-					uint2 bv = make_uint2(0, 0);
-					if (kv && tok < m)
-						bv = *(const uint2 *)(xs + tok * xld + kk + 4 * j);
-					lynn_mma_bf16(acc[t], a0, a1, a2, a3, bv.x, bv.y);
-				}
-			}
-		}
-		sp0 += TC_SB * kg_n;
-		if (sp0 >= nspans)
-			break;
-		load(sp0); /* K > 4096 with 8 K-groups: one more batch, not overlapped */
-	}
-	/* reduce the K groups */
-	__syncthreads();
-	float *red = (float *)tc_sh4;
 	if (kg_n > 1) {
 #pragma unroll
 		for (int t = 0; t < MT8; t++)
 #pragma unroll
-			for (int i = 0; i < 4; i++)
-				red[((warp * MT8 + t) * 4 + i) * 32 + lane] = acc[t][i];
+			for (int q = 0; q < 4; q++)
+				red[((warp * MT8 + t) * 4 + q) * 32 + lane] = acc[t][q];
 		__syncthreads();
-		if (kgi != 0)
+		if (warp % kg_n != 0)
 			return;
 		for (int w2 = 1; w2 < kg_n; w2++)
 #pragma unroll
 			for (int t = 0; t < MT8; t++)
 #pragma unroll
-				for (int i = 0; i < 4; i++)
-					acc[t][i] += red[(((warp + w2) * MT8 + t) * 4 + i) * 32 + lane];
+				for (int q = 0; q < 4; q++)
+					acc[t][q] += red[(((warp + w2) * MT8 + t) * 4 + q) * 32 + lane];
 	}
-	{
-		const float a = alpha[e];
-		y += (int64_t)g * y_group_stride;
 #pragma unroll
-		for (int t = 0; t < MT8; t++)
+	for (int t = 0; t < MT8; t++)
 #pragma unroll
-			for (int i = 0; i < 4; i++) {
-				const int tok = t * 8 + 2 * c + (i & 1);
-				const int64_t row = i < 2 ? rA : rB;
-				if (tok < m && row < n)
-					store_out(y + (int64_t)tok * y_ld + row, acc[t][i] * a);
-			}
-	}
+		for (int q = 0; q < 4; q++) {
+			const int tok = t * 8 + 2 * c + (q & 1);
+			const int64_t row = q < 2 ? rA : rA + 8;
+			if (tok < m && row < n)
+				store_out(y + (int64_t)tok * y_ld + row, acc[t][q] * a);
+		}
 }
 
-/* ===== tc2: the tc kernel with a per-warp cp.async pipeline =====
- * Same operand mapping and exact decode as tc. Each lane streams its own two
+/* ===== tc2: a per-warp cp.async pipeline =====
+ * Each lane streams its own two
  * 16-byte pieces per span through a private TC2_NST-stage ring in shared
  * memory (cp.async.cg, zero-filled outside the matrix), so up to
  * TC2_NST - 1 spans per warp are in flight while one is decoded and
@@ -579,16 +523,7 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	 * above do not depend on the previous kernel, X does */
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	asm volatile("griddepcontrol.wait;" ::: "memory");
-	x += (int64_t)g * x_group_stride;
-	{
-		const int mm = m < MT8 * 8 ? m : MT8 * 8;
-		const int per_row = (int)(k / 8);
-		for (int i = threadIdx.x; i < mm * per_row; i += blockDim.x) {
-			const int r = i / per_row, q = i - r * per_row;
-			*(uint4 *)(xs + r * xld + q * 8) = __ldg((const uint4 *)(x + (int64_t)r * k + q * 8));
-		}
-	}
-	__syncthreads();
+	tc_stage_x<MT8>(xs, (int)xld, x + (int64_t)g * x_group_stride, m, (int)k);
 	for (int base = 0; base < my; base += NST) {
 #pragma unroll
 		for (int st = 0; st < NST; st++) {
@@ -641,37 +576,156 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 #pragma unroll
 		for (int q = 0; q < 4; q++)
 			acc[0][t][q] += acc[1][t][q];
-	__syncthreads();
-	float *red = (float *)tc_sh4;
-	if (kg_n > 1) {
+	tc_reduce_store<MT8, TY>(acc[0], tc_sh4, kg_n, rA, m, n, alpha[e],
+				y + (int64_t)g * y_group_stride, y_ld);
+}
+
+/* ===== tc3: tc2's operands and decode, the weights streamed into registers =====
+ * For K % 128 == 0 (every projection of the model). The warps of a row group
+ * split K into contiguous runs of spans; each lane keeps D spans of its
+ * two 16-byte pieces and two scale pairs in flight in registers and reaches
+ * them at immediate offsets from four pointers, so the loop does no address
+ * or predicate arithmetic and has no shared-memory ring. Rows past N read
+ * row N - 1 and are not stored; X rows past M are read from shared memory
+ * into MMA columns that are not stored either (a column of the product
+ * depends only on its own token). */
+
+/* The loop's refills of the weight stream: not kept in L1 (read once), and
+ * L2 is asked for the whole 256-byte run of the row, i.e. the lane's next
+ * spans. (The first D spans are plain evict-first loads: with the
+ * prefetch, a kernel whose warps load all their spans at once, like the
+ * 2048 -> 8192 projection, ran 8% slower on the H200.) */
+static __device__ __forceinline__ uint4 lynn_ld_ahead(const uint4 *p)
+{
+	uint4 v;
+	asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+		     : "l"(p));
+	return v;
+}
+
+static __device__ __forceinline__ uint32_t lynn_ld_ahead(const uint16_t *p)
+{
+	unsigned short v;
+	asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+	return v;
+}
+
+/* D spans in flight per warp, MINB blocks of 256 threads per SM (the
+ * registers: 4 spans and 2 blocks; 2 spans and 3 blocks for grids of many
+ * waves, see launch_tc_pdl) */
+template <int MT8, typename TY, int D, int MINB>
+static __global__ void __launch_bounds__(256, MINB)
+nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
+		 int64_t k, int kg_n, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
+{
+	extern __shared__ uint4 tc_sh4[];
+	__nv_bfloat16 *xs = (__nv_bfloat16 *)tc_sh4;
+	const int k32 = (int)k, xld = k32 + 8;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int gq = lane >> 2, c = lane & 3;
+	const int rg = warp / kg_n, kgi = warp % kg_n;
+	const int g = blockIdx.y;
+	if (ids) /* the expert ids come from the previous kernel (the router) */
+		asm volatile("griddepcontrol.wait;" ::: "memory");
+	const int e = ids ? ids[g] : 0;
+	const int64_t rA = ((int64_t)blockIdx.x * (8 / kg_n) + rg) * 16 + gq, rB = rA + 8;
+	const int nspans = k32 / 128;
+	const int s0 = kgi * nspans / kg_n, my = (kgi + 1) * nspans / kg_n - s0;
+	const uint8_t *P = packed + (int64_t)e * n * (k / 2);
+	const uint8_t *S = scales + (int64_t)e * n * (k / 16);
+	const int64_t ra = rA < n ? rA : n - 1, rb = rB < n ? rB : n - 1;
+	/* per span: 4 uint4 (64 bytes) of a row, 4 uint16 (8 scale bytes) */
+	const uint4 *pa = (const uint4 *)(P + ra * (k / 2) + s0 * 64 + 16 * c);
+	const uint4 *pb = (const uint4 *)(P + rb * (k / 2) + s0 * 64 + 16 * c);
+	const uint16_t *qa = (const uint16_t *)(S + ra * (k / 16) + s0 * 8 + 2 * c);
+	const uint16_t *qb = (const uint16_t *)(S + rb * (k / 16) + s0 * 8 + 2 * c);
+	float acc[2][MT8][4];
+	uint4 wa[D], wb[D];
+	uint32_t sa[D], sb[D];
+
+#pragma unroll
+	for (int h = 0; h < 2; h++)
 #pragma unroll
 		for (int t = 0; t < MT8; t++)
+			acc[h][t][0] = acc[h][t][1] = acc[h][t][2] = acc[h][t][3] = 0.0f;
 #pragma unroll
-			for (int q = 0; q < 4; q++)
-				red[((warp * MT8 + t) * 4 + q) * 32 + lane] = acc[0][t][q];
-		__syncthreads();
-		if (kgi != 0)
-			return;
-		for (int w2 = 1; w2 < kg_n; w2++)
+	for (int s = 0; s < D; s++)
+		if (s < my) {
+			wa[s] = __ldcs(pa + 4 * s);
+			wb[s] = __ldcs(pb + 4 * s);
+			sa[s] = __ldcs(qa + 4 * s);
+			sb[s] = __ldcs(qb + 4 * s);
+		}
+	/* programmatic dependent launch: the weight loads above do not depend
+	 * on the previous kernel, X does */
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	tc_stage_x<MT8>(xs, xld, x + (int64_t)g * x_group_stride, m, k32);
+	const __nv_bfloat16 *xr = xs + gq * xld + s0 * 128 + 32 * c;
+#pragma unroll 1
+	for (int base = 0; base < my; base += D) {
 #pragma unroll
-			for (int t = 0; t < MT8; t++)
+		for (int s = 0; s < D; s++) {
+			if (base + s >= my)
+				break;
+			uint32_t scA[2], shA[2], scB[2], shB[2];
+			lynn_tc_scale2(sa[s], scA, shA);
+			lynn_tc_scale2(sb[s], scB, shB);
+			const uint32_t wA[4] = { wa[s].x, wa[s].y, wa[s].z, wa[s].w };
+			const uint32_t wB[4] = { wb[s].x, wb[s].y, wb[s].z, wb[s].w };
+			uint4 xv[4] = {};
+			if (MT8 == 1) {
+				const uint4 *xp = (const uint4 *)(xr + s * 128);
 #pragma unroll
 				for (int q = 0; q < 4; q++)
-					acc[0][t][q] += red[(((warp + w2) * MT8 + t) * 4 + q) * 32 + lane];
-	}
-	{
-		const float a = alpha[e];
-		y += (int64_t)g * y_group_stride;
-#pragma unroll
-		for (int t = 0; t < MT8; t++)
-#pragma unroll
-			for (int q = 0; q < 4; q++) {
-				const int tok = t * 8 + 2 * c + (q & 1);
-				const int64_t row = q < 2 ? rA : rB;
-				if (tok < m && row < n)
-					store_out(y + (int64_t)tok * y_ld + row, acc[0][t][q] * a);
+					xv[q] = xp[q];
 			}
+#pragma unroll
+			for (int jj = 0; jj < 4; jj++) {
+				uint32_t a[2][4]; /* the A fragments of K steps 2jj and 2jj + 1 */
+				lynn_tc_dec8(wA[jj], scA[jj >> 1], shA[jj >> 1], a[0][0], a[0][2], a[1][0],
+					     a[1][2]);
+				lynn_tc_dec8(wB[jj], scB[jj >> 1], shB[jj >> 1], a[0][1], a[0][3], a[1][1],
+					     a[1][3]);
+#pragma unroll
+				for (int h = 0; h < 2; h++)
+#pragma unroll
+					for (int t = 0; t < MT8; t++) {
+						uint2 bv;
+						if (MT8 == 1)
+							bv = h ? make_uint2(xv[jj].z, xv[jj].w)
+							       : make_uint2(xv[jj].x, xv[jj].y);
+						else
+							bv = *(const uint2 *)(xr + t * 8 * xld + s * 128 +
+									      8 * jj + 4 * h);
+						lynn_mma_bf16(acc[h][t], a[h][0], a[h][1], a[h][2], a[h][3],
+							      bv.x, bv.y);
+					}
+			}
+			/* refill the slot just used (its registers are free now) */
+			if (base + s + D < my) {
+				wa[s] = lynn_ld_ahead(pa + 4 * (s + D));
+				wb[s] = lynn_ld_ahead(pb + 4 * (s + D));
+				sa[s] = lynn_ld_ahead(qa + 4 * (s + D));
+				sb[s] = lynn_ld_ahead(qb + 4 * (s + D));
+			}
+		}
+		pa += 4 * D;
+		pb += 4 * D;
+		qa += 4 * D;
+		qb += 4 * D;
+		xr += 128 * D;
 	}
+#pragma unroll
+	for (int t = 0; t < MT8; t++)
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			acc[0][t][q] += acc[1][t][q];
+	tc_reduce_store<MT8, TY>(acc[0], tc_sh4, kg_n, rA, m, n, alpha[e],
+				y + (int64_t)g * y_group_stride, y_ld);
 }
 
 /* ===== launchers ===== */
@@ -729,117 +783,99 @@ extern "C" void lynn_cuda_nvfp4_tc_tune(int kgroups) { tc_kg_override = kgroups;
  * stream per warp) that still give >= 1.5 blocks per multiprocessor: the
  * K-group sweep on the H200 (docs/benchmarks.md) found 4 best for 2048 ->
  * 8192 (one full wave of 256 blocks) and 1 for lm_head. */
-static int tc_kgroups(int64_t n, int64_t k, int groups)
+static int sm_count(void)
 {
 	static int sms;
-	int64_t spans = (k + 127) / 128;
-	int kg = 1;
-	if (tc_kg_override)
-		return tc_kg_override;
 	if (!sms) {
 		int dev = 0;
 		cudaGetDevice(&dev);
 		if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
 			sms = 132;
 	}
+	return sms;
+}
+
+static int tc_kgroups(int64_t n, int64_t k, int groups)
+{
+	int64_t spans = (k + 127) / 128;
+	int kg = 1;
+	if (tc_kg_override)
+		return tc_kg_override;
 	while (kg < 8 && kg * 2 <= spans &&
-	       ((n + 16 * (8 / kg) - 1) / (16 * (8 / kg))) * groups * 2 < 3 * (int64_t)sms)
+	       ((n + 16 * (8 / kg) - 1) / (16 * (8 / kg))) * groups * 2 < 3 * (int64_t)sm_count())
 		kg *= 2;
 	return kg;
 }
 
-static size_t tc_smem(int mt8, int64_t k)
+/* Shared memory of tc2 (v = 2: the ring, then X) and tc3 (v = 3: X, or the
+ * K-group reduction where that is larger) for mt8 token tiles of 8; both
+ * may take TC_MAX_SHM (two blocks per multiprocessor). */
+#define TC_MAX_SHM (113 * 1024)
+
+static size_t tc_smem(int v, int mt8, int64_t k)
 {
-	size_t xb = (size_t)mt8 * 8 * (size_t)(k + 8) * 2, rb = (size_t)mt8 * 4096;
-	return xb > rb ? xb : rb;
+	const size_t xb = (size_t)mt8 * 8 * (size_t)(k + 8) * 2;
+	const size_t rb = (size_t)mt8 * 4096;
+	return v == 2 ? (size_t)8 * TC2_NST * 64 * 16 + xb : xb > rb ? xb : rb;
 }
 
-/* tokens per tc launch: the largest of 8/16/32/64 that the call needs and
- * whose X fits TC_MAX_SHM (more passes over the weights beyond that) */
-#define TC_MAX_SHM (80 * 1024)
-
-static int tc_mt8(int m, int64_t k)
+/* tokens per launch: the largest of 8/16/32/64 that the call needs and
+ * that fits (more passes over the weights beyond that) */
+static int tc_mt8(int v, int m, int64_t k)
 {
 	int mt8 = 1;
-	while (mt8 < 8 && mt8 * 8 < m && tc_smem(mt8 * 2, k) <= TC_MAX_SHM)
+	while (mt8 < 8 && mt8 * 8 < m && tc_smem(v, mt8 * 2, k) <= TC_MAX_SHM)
 		mt8 *= 2;
 	return mt8;
 }
 
-template <int MT8, typename TY>
-static void launch_tc(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
-		      const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld, int64_t ygs,
-		      cudaStream_t st)
+/* tc2 (V = 2) or tc3 (V = 3), launched with programmatic dependent launch:
+ * the kernel's weight loads start while the previous kernel on the stream
+ * finishes (griddepcontrol.wait in the kernel guards X and the expert ids) */
+template <int V, int MT8, typename TY>
+static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
+			  const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
+			  int64_t ygs, cudaStream_t st)
 {
 	const int kg = tc_kgroups(w->n, w->k, groups);
 	const int64_t rows_per_block = 16 * (8 / kg);
-	const size_t shm = tc_smem(MT8, w->k);
-	static bool raised;
-	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
-	if (shm > 48 * 1024 && !raised) {
-		cudaFuncSetAttribute(nvfp4_tc_kernel<MT8, TY>,
-				     cudaFuncAttributeMaxDynamicSharedMemorySize, TC_MAX_SHM);
-		raised = true;
+	const int64_t blocks = (w->n + rows_per_block - 1) / rows_per_block * groups;
+	/* tc3 over many waves (lm_head): a third block per SM overlaps the
+	 * blocks' starts and ends better than more spans in flight per warp */
+	bool many = false;
+	auto kern = V == 2 ? nvfp4_tc2_kernel<MT8, TY> : nvfp4_tc3_kernel<MT8, TY, 4, 2>;
+	if constexpr (V == 3 && MT8 == 1) { /* (more tokens: registers spill) */
+		many = blocks > 8 * (int64_t)sm_count();
+		if (many)
+			kern = nvfp4_tc3_kernel<1, TY, 2, 3>;
 	}
-	nvfp4_tc_kernel<MT8, TY><<<grid, 256, shm, st>>>(w->d_packed, w->d_scales, w->d_alpha, ids,
-							x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
-}
-
-static size_t tc2_smem(int mt8, int64_t k)
-{
-	return (size_t)8 * TC2_NST * 64 * 16 + (size_t)mt8 * 8 * (size_t)(k + 8) * 2;
-}
-
-/* two blocks per multiprocessor */
-#define TC2_MAX_SHM (113 * 1024)
-
-static int tc2_mt8(int m, int64_t k)
-{
-	int mt8 = 1;
-	while (mt8 < 8 && mt8 * 8 < m && tc2_smem(mt8 * 2, k) <= TC2_MAX_SHM)
-		mt8 *= 2;
-	return mt8;
-}
-
-template <int MT8, typename TY>
-static void launch_tc2(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
-		       const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
-		       int64_t ygs, cudaStream_t st)
-{
-	const int kg = tc_kgroups(w->n, w->k, groups);
-	const int64_t rows_per_block = 16 * (8 / kg);
-	const size_t shm = tc2_smem(MT8, w->k);
-	static bool raised;
-	dim3 grid((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
-	if (!raised) {
-		cudaFuncSetAttribute(nvfp4_tc2_kernel<MT8, TY>,
-				     cudaFuncAttributeMaxDynamicSharedMemorySize, TC2_MAX_SHM);
-		raised = true;
+	static bool raised[2];
+	if (!raised[many]) {
+		cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_MAX_SHM);
+		raised[many] = true;
 	}
-	/* programmatic dependent launch: this kernel's weight loads start while
-	 * the previous kernel on the stream finishes (griddepcontrol.wait in
-	 * the kernel guards X and the expert ids) */
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute at[1];
 	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
 	at[0].val.programmaticStreamSerializationAllowed = 1;
-	cfg.gridDim = grid;
+	cfg.gridDim = dim3((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
 	cfg.blockDim = dim3(256);
-	cfg.dynamicSmemBytes = shm;
+	cfg.dynamicSmemBytes = tc_smem(V, MT8, w->k);
 	cfg.stream = st;
 	cfg.attrs = at;
 	cfg.numAttrs = 1;
-	cudaLaunchKernelEx(&cfg, nvfp4_tc2_kernel<MT8, TY>, w->d_packed, w->d_scales,
-			   (const float *)w->d_alpha, ids, x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
+	cudaLaunchKernelEx(&cfg, kern, w->d_packed, w->d_scales, (const float *)w->d_alpha, ids, x,
+			   xgs, m, w->n, w->k, kg, y, y_ld, ygs);
 }
 
 /* M below which the CUDA-core kernel wins (measured on the H200, see
  * docs/benchmarks.md). */
 #define GEMV_MAX_M 2
-/* M up to which tc2 is chosen: on the H200 (tests/bench/results/h200_run5.txt)
- * it is the fastest path at M = 1, 4, 16 on lm_head and the MoE layer and at
- * M = 16 on in_proj_qkv (within 3% of tc / gemv at M = 1); at M = 64 the wmma
- * path is 2x faster because tc2 re-reads the weights per 16 tokens. */
+/* M up to which tc3 (or tc2) is chosen: on the H200
+ * (tests/bench/results/h200_run12.txt) tc3 is the fastest path at M = 1, 4,
+ * 16 on both dense shapes and the MoE layer; at M = 64 the wmma path is
+ * faster (lm_head 557 against 616 us) because tc3 re-reads the weights per
+ * 16 tokens. */
 #define TC_AUTO_MAX_M 16
 
 template <typename TY>
@@ -851,37 +887,24 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 	while (gmax > 1 && (int64_t)gmax * w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
 		gmax >>= 1;
 	const bool gv = path == LYNN_CUDA_PATH_GEMV;
-	if (path == LYNN_CUDA_PATH_TC2) {
-		const int mt8 = tc2_mt8(m, w->k);
+	if (path == LYNN_CUDA_PATH_TC2 || path == LYNN_CUDA_PATH_TC3) {
+		/* token tiles of 8, 16, 32 or 64 per launch, more as further passes */
+		typedef void (*tc_launch)(const struct lynn_cuda_nvfp4_weight *, const int32_t *, int,
+					  const __nv_bfloat16 *, int64_t, int, TY *, int64_t, int64_t,
+					  cudaStream_t);
+		static const tc_launch tc[2][4] = {
+			{ launch_tc_pdl<2, 1, TY>, launch_tc_pdl<2, 2, TY>, launch_tc_pdl<2, 4, TY>,
+			  launch_tc_pdl<2, 8, TY> },
+			{ launch_tc_pdl<3, 1, TY>, launch_tc_pdl<3, 2, TY>, launch_tc_pdl<3, 4, TY>,
+			  launch_tc_pdl<3, 8, TY> },
+		};
+		const int v = path == LYNN_CUDA_PATH_TC2 ? 2 : 3;
+		const int mt8 = tc_mt8(v, m, w->k);
+		const tc_launch f = tc[v - 2][mt8 == 1 ? 0 : mt8 == 2 ? 1 : mt8 == 4 ? 2 : 3];
 		for (int m0 = 0; m0 < m; m0 += mt8 * 8) {
 			const int mm = m - m0 < mt8 * 8 ? m - m0 : mt8 * 8;
-			const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
-			TY *ym = y + (int64_t)m0 * w->n;
-			if (mt8 == 1)
-				launch_tc2<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else if (mt8 == 2)
-				launch_tc2<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else if (mt8 == 4)
-				launch_tc2<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else
-				launch_tc2<8>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-		}
-		return;
-	}
-	if (path == LYNN_CUDA_PATH_TC) {
-		const int mt8 = tc_mt8(m, w->k);
-		for (int m0 = 0; m0 < m; m0 += mt8 * 8) {
-			const int mm = m - m0 < mt8 * 8 ? m - m0 : mt8 * 8;
-			const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
-			TY *ym = y + (int64_t)m0 * w->n;
-			if (mt8 == 1)
-				launch_tc<1>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else if (mt8 == 2)
-				launch_tc<2>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else if (mt8 == 4)
-				launch_tc<4>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
-			else
-				launch_tc<8>(w, ids, groups, xm, xgs, mm, ym, w->n, ygs, st);
+			f(w, ids, groups, x + (int64_t)m0 * w->k, xgs, mm, y + (int64_t)m0 * w->n, w->n,
+			  ygs, st);
 		}
 		return;
 	}
@@ -920,7 +943,7 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 	const __nv_bfloat16 *x = (const __nv_bfloat16 *)d_x;
 	cudaStream_t st = (cudaStream_t)stream;
 	int64_t ygs;
-	bool mma_ok;
+	bool mma_ok, tc2_ok, tc3_ok;
 
 	if (!w || !w->d_packed || !w->d_scales || !w->d_alpha || !d_x || !d_y || m < 1 ||
 	    w->n < 1 || w->k < 32 || w->k % 32 || w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
@@ -929,19 +952,20 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 				 m, (long long)(w ? w->n : 0), (long long)(w ? w->k : 0));
 	ygs = (int64_t)m * w->n;
 	mma_ok = w->n % MMA_BN == 0 && w->k % MMA_BK == 0;
-	if (path == LYNN_CUDA_PATH_TC2 && tc2_smem(1, w->k) > TC2_MAX_SHM)
-		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc2 path needs K <= %d",
-				 (TC2_MAX_SHM - 8 * TC2_NST * 64 * 16) / 16 - 8);
+	/* tc2, tc3: whether one token tile fits (tc3 also needs whole spans) */
+	tc2_ok = tc_smem(2, 1, w->k) <= TC_MAX_SHM;
+	tc3_ok = tc_smem(3, 1, w->k) <= TC_MAX_SHM && w->k % 128 == 0;
 	if (path == LYNN_CUDA_PATH_AUTO) {
-		if (m <= TC_AUTO_MAX_M && tc2_smem(1, w->k) <= TC2_MAX_SHM)
-			path = LYNN_CUDA_PATH_TC2;
-		else if (m <= 8 && tc_smem(1, w->k) <= TC_MAX_SHM)
-			path = LYNN_CUDA_PATH_TC;
+		if (m <= TC_AUTO_MAX_M && (tc3_ok || tc2_ok))
+			path = tc3_ok ? LYNN_CUDA_PATH_TC3 : LYNN_CUDA_PATH_TC2;
 		else
 			path = (m <= GEMV_MAX_M || !mma_ok) ? LYNN_CUDA_PATH_GEMV : LYNN_CUDA_PATH_MMA;
 	}
-	if (path == LYNN_CUDA_PATH_TC && tc_smem(1, w->k) > TC_MAX_SHM)
-		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc path needs K <= %d",
+	if (path == LYNN_CUDA_PATH_TC2 && !tc2_ok)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc2 path needs K <= %d",
+				 (TC_MAX_SHM - 8 * TC2_NST * 64 * 16) / 16 - 8);
+	if (path == LYNN_CUDA_PATH_TC3 && !tc3_ok)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc3 path needs K %% 128 == 0 and K <= %d",
 				 TC_MAX_SHM / 16 - 8);
 	if (path == LYNN_CUDA_PATH_MMA && !mma_ok)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
@@ -982,15 +1006,6 @@ extern "C" int lynn_cuda_nvfp4_moe_gemm(const struct lynn_cuda_nvfp4_weight *w,
 /* ===== cuBLASLt BF16 ===== */
 
 
-#define LT_TRY(expr)                                                                      \
-	do {                                                                              \
-		cublasStatus_t s_ = (expr);                                               \
-		if (s_ != CUBLAS_STATUS_SUCCESS) {                                        \
-			rc = lynn_errf(err, -LYNN_ECUDA, "cublaslt: %s:%d: %s: status %d", \
-				       __FILE__, __LINE__, #expr, (int)s_);               \
-			goto out;                                                         \
-		}                                                                         \
-	} while (0)
 
 extern "C" struct lynn_cublas *lynn_cuda_blas_create(struct lynn_err *err)
 {
@@ -1028,42 +1043,32 @@ extern "C" void lynn_cuda_blas_free(struct lynn_cublas *b)
 	free(b);
 }
 
-/* Y = alpha * X * W^T through cuBLASLt; d_alpha NULL: alpha 1 (host scalar),
- * else a device f32 (pointer mode device, beta from b->d_zero). */
-static int lt_bf16_gemm(struct lynn_cublas *b, const void *d_w, const void *d_x, int m, int64_t n,
-			int64_t k, const float *d_alpha, void *d_y, cudaStream_t stream,
-			struct lynn_err *err)
+int lynn_lt_matmul_tn(struct lynn_cublas *b, cublasLtMatmulDesc_t op, cudaDataType_t ab,
+		      const void *alpha, const void *beta, const void *d_w, const void *d_x, int m,
+		      int64_t n, int64_t k, void *d_y, cudaStream_t stream, const char *what,
+		      struct lynn_err *err)
 {
-	cublasLtMatmulDesc_t op = NULL;
 	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
 	cublasLtMatmulPreference_t pref = NULL;
 	cublasLtMatmulHeuristicResult_t heur;
 	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-	float one = 1.0f, zero = 0.0f;
-	const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
 	int found = 0, rc = 0;
 
-	/* Column-major view: Y^T (N x M, ld N) = W (K x N, ld K)^T * X^T (K x M, ld K). */
-	LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
 	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
 	LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-	if (d_alpha)
-		LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
-						      sizeof pm));
-	LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, k));
-	LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k));
+	LT_TRY(cublasLtMatrixLayoutCreate(&la, ab, (uint64_t)k, (uint64_t)n, k));
+	LT_TRY(cublasLtMatrixLayoutCreate(&lb, ab, (uint64_t)k, (uint64_t)m, k));
 	LT_TRY(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, (uint64_t)n, (uint64_t)m, n));
 	LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
 	LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
 						    &b->ws_size, sizeof b->ws_size));
 	LT_TRY(cublasLtMatmulAlgoGetHeuristic(b->h, op, la, lb, lc, lc, pref, 1, &heur, &found));
 	if (!found) {
-		rc = lynn_errf(err, -LYNN_EUNSUPPORTED, "cublaslt: no bf16 algorithm for %lldx%lldx%d",
-			       (long long)n, (long long)k, m);
+		rc = lynn_errf(err, -LYNN_EUNSUPPORTED, "cublaslt: no %s algorithm for %lldx%lldx%d",
+			       what, (long long)n, (long long)k, m);
 		goto out;
 	}
-	LT_TRY(cublasLtMatmul(b->h, op, d_alpha ? (const void *)d_alpha : &one, d_w, la, d_x, lb,
-			      d_alpha ? (const void *)b->d_zero : &zero, d_y, lc, d_y, lc, &heur.algo,
+	LT_TRY(cublasLtMatmul(b->h, op, alpha, d_w, la, d_x, lb, beta, d_y, lc, d_y, lc, &heur.algo,
 			      b->d_ws, b->ws_size, stream));
 out:
 	if (pref)
@@ -1074,6 +1079,28 @@ out:
 		cublasLtMatrixLayoutDestroy(lb);
 	if (la)
 		cublasLtMatrixLayoutDestroy(la);
+	return rc;
+}
+
+/* Y = alpha * X * W^T, all BF16; d_alpha NULL: alpha 1 (host scalar), else a
+ * device f32 (pointer mode device, beta from b->d_zero). */
+static int lt_bf16_gemm(struct lynn_cublas *b, const void *d_w, const void *d_x, int m, int64_t n,
+			int64_t k, const float *d_alpha, void *d_y, cudaStream_t stream,
+			struct lynn_err *err)
+{
+	cublasLtMatmulDesc_t op = NULL;
+	const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+	float one = 1.0f, zero = 0.0f;
+	int rc = 0;
+
+	LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	if (d_alpha)
+		LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
+						      sizeof pm));
+	rc = lynn_lt_matmul_tn(b, op, CUDA_R_16BF, d_alpha ? (const void *)d_alpha : &one,
+			       d_alpha ? (const void *)b->d_zero : &zero, d_w, d_x, m, n, k, d_y,
+			       stream, "bf16", err);
+out:
 	if (op)
 		cublasLtMatmulDescDestroy(op);
 	return rc;

@@ -167,7 +167,7 @@ struct errstat {
 };
 
 /* lynn_cuda_path values in order, for the printed names */
-static const char *const PATH_NAME[LYNN_CUDA_PATH_COUNT] = { "auto", "gemv", "mma", "tc", "tc2" };
+static const char *const PATH_NAME[LYNN_CUDA_PATH_COUNT] = { "auto", "gemv", "mma", "tc2", "tc3" };
 
 static void verdict(const char *what, const errstat &st, double tol)
 {
@@ -258,7 +258,8 @@ static void check_dense(int64_t n, int64_t k, int m, int64_t sample_rows)
 			ref[ri * m + i] = ref_dot(w, 0, rows[ri], &x[(size_t)(i * k)]);
 
 	for (int pi = 0; pi < LYNN_CUDA_PATH_COUNT; pi++) {
-		if (pi == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64))
+		if ((pi == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64)) ||
+		    (pi == LYNN_CUDA_PATH_TC3 && k % 128))
 			continue;
 		for (int out = 0; out < 2; out++) {
 			std::vector<float> y((size_t)(m * n));
@@ -337,7 +338,8 @@ static void check_moe(int64_t e, int64_t n, int64_t k, int m, bool shared_x)
 	CK(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
 	CK(cudaMemcpy(did, ids, sizeof ids, cudaMemcpyHostToDevice));
 	for (int pi = 1; pi < LYNN_CUDA_PATH_COUNT; pi++) {
-		if (pi == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64))
+		if ((pi == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64)) ||
+		    (pi == LYNN_CUDA_PATH_TC3 && k % 128))
 			continue;
 		std::vector<float> y((size_t)(nsel * m * n));
 		CK(cudaMemset(dy, 0xff, y.size() * 4));
@@ -605,10 +607,11 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 	int ms[4] = { 1, 4, 16, 64 };
 	for (int mi = 0; mi < 4; mi++) {
 		int m = ms[mi];
-		double t[LYNN_CUDA_PATH_COUNT], tb, tg, tbg;
+		double t[LYNN_CUDA_PATH_COUNT], tb, tg, tg2, tbg;
 		const int it = n > 100000 ? 20 : 200;
 		for (int p = 0; p < LYNN_CUDA_PATH_COUNT; p++) {
-			if (p == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64)) {
+			if ((p == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64)) ||
+			    (p == LYNN_CUDA_PATH_TC3 && k % 128)) {
 				t[p] = NAN;
 				continue;
 			}
@@ -622,6 +625,10 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 			LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
 						     LYNN_CUDA_OUT_BF16, LYNN_CUDA_PATH_AUTO, bst, &e_));
 		}, it);
+		tg2 = time_graph_us([&](int i) {
+			LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
+						     LYNN_CUDA_OUT_BF16, LYNN_CUDA_PATH_TC2, bst, &e_));
+		}, it);
 		tb = time_us([&](int i) {
 			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, bst, &e_));
 		}, it);
@@ -629,33 +636,35 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, bst, &e_));
 		}, it);
 		double bw = fp4_bytes / (t[0] * 1e-6), bwg = fp4_bytes / (tg * 1e-6);
-		printf("%-10s M=%-3d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc %7.2f tc2 %7.2f) "
+		printf("%-10s M=%-3d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc2 %7.2f tc3 %7.2f) "
 		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | %.2fx\n",
 		       name, m, t[0], t[1], t[2], t[3], t[4], bw / 1e9, 100 * bw / copybw, tb,
 		       bf_bytes / (tb * 1e-6) / 1e9, tb / t[0]);
-		printf("%-10s M=%-3d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt "
-		       "%7.2f us (%5.0f GB/s) | %.2fx\n",
-		       name, m, tg, bwg / 1e9, 100 * bwg / copybw, tbg, bf_bytes / (tbg * 1e-6) / 1e9,
+		printf("%-10s M=%-3d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy (tc2 %.2f us "
+		       "%3.0f%%) | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | %.2fx\n",
+		       name, m, tg, bwg / 1e9, 100 * bwg / copybw, tg2,
+		       100 * fp4_bytes / (tg2 * 1e-6) / copybw, tbg, bf_bytes / (tbg * 1e-6) / 1e9,
 		       tbg / tg);
 		fprintf(jout,
 			"{\"bench\":\"%s\",\"n\":%lld,\"k\":%lld,\"m\":%d,\"us_auto\":%.2f,"
 			"\"us_gemv\":%.2f,\"us_mma\":%.2f,"
-			"\"us_tc\":%.2f,\"us_tc2\":%.2f,\"us_bf16\":%.2f,\"gbps\":%.1f,\"frac_copy\":%.3f,"
-			"\"speedup\":%.3f,\"us_auto_graph\":%.2f,\"us_bf16_graph\":%.2f,"
+			"\"us_tc2\":%.2f,\"us_tc3\":%.2f,\"us_bf16\":%.2f,\"gbps\":%.1f,"
+			"\"frac_copy\":%.3f,\"speedup\":%.3f,\"us_auto_graph\":%.2f,\"us_tc2_graph\":%.2f,"
+			"\"us_bf16_graph\":%.2f,"
 			"\"frac_copy_graph\":%.3f,\"speedup_graph\":%.3f}\n",
 			name, (long long)n, (long long)k, m, t[0], t[1], isnan(t[2]) ? -1.0 : t[2], t[3],
-			t[4], tb,
-			bw / 1e9, bw / copybw, tb / t[0], tg, tbg, bwg / copybw, tbg / tg);
+			isnan(t[4]) ? -1.0 : t[4], tb, bw / 1e9, bw / copybw, tb / t[0], tg, tg2, tbg,
+			bwg / copybw, tbg / tg);
 		if (m <= 4)
 			for (int kg = 1; kg <= 8; kg *= 2) {
 				lynn_cuda_nvfp4_tc_tune(kg);
 				auto f = [&](int i) {
 					LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
-								     LYNN_CUDA_OUT_BF16, LYNN_CUDA_PATH_TC2,
+								     LYNN_CUDA_OUT_BF16, LYNN_CUDA_PATH_TC3,
 								     bst, &e_));
 				};
 				double a = time_us(f, it), b = time_graph_us(f, it);
-				printf("  sweep %s M=%d tc2 kgroups=%d: b2b %.2f us (%3.0f%%) graph %.2f us (%3.0f%%)\n",
+				printf("  sweep %s M=%d tc3 kgroups=%d: b2b %.2f us (%3.0f%%) graph %.2f us (%3.0f%%)\n",
 				       name, m, kg, a, 100 * fp4_bytes / (a * 1e-6) / copybw, b,
 				       100 * fp4_bytes / (b * 1e-6) / copybw);
 				lynn_cuda_nvfp4_tc_tune(0);
@@ -721,7 +730,7 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		int32_t *did;
 		CK(cudaMalloc(&did, ids.size() * 4));
 		CK(cudaMemcpy(did, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
-		double tp[LYNN_CUDA_PATH_COUNT], tpg;
+		double tp[LYNN_CUDA_PATH_COUNT], tpg, tpg2;
 		auto layer = [&](int i, int p) {
 			const int32_t *sel = did + (i % nsets) * u;
 			LY(lynn_cuda_nvfp4_moe_gemm(&gu.v, sel, u, dx, m == 1 ? 0 : (int64_t)t * H, t, dh,
@@ -732,6 +741,7 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		for (int p = 0; p < LYNN_CUDA_PATH_COUNT; p++)
 			tp[p] = time_us([&](int i) { layer(i, p); }, 100);
 		tpg = time_graph_us([&](int i) { layer(i, 0); }, 100);
+		tpg2 = time_graph_us([&](int i) { layer(i, LYNN_CUDA_PATH_TC2); }, 100);
 		double tb = time_us([&](int i) {
 			const std::vector<int32_t> &set = hsets[(size_t)(i % nsets)];
 			for (int g = 0; g < u; g++) {
@@ -746,26 +756,29 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		}, 10);
 		double bytes = (double)u * (gu4 + dn4);
 		double bw = bytes / (tp[0] * 1e-6), bwg = bytes / (tpg * 1e-6);
-		printf("moe M=%-3d U=%-3d t=%d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc %7.2f tc2 %7.2f) "
-		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt per-expert %8.1f us | %.2fx\n",
+		printf("moe M=%-3d U=%-3d t=%d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc2 %7.2f "
+		       "tc3 %7.2f) %5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt per-expert %8.1f us | "
+		       "%.2fx\n",
 		       m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], bw / 1e9, 100 * bw / copybw, tb,
 		       tb / tp[0]);
-		printf("moe M=%-3d U=%-3d t=%d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy\n",
-		       m, u, t, tpg, bwg / 1e9, 100 * bwg / copybw);
+		printf("moe M=%-3d U=%-3d t=%d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy "
+		       "(tc2 %.2f us %3.0f%%)\n",
+		       m, u, t, tpg, bwg / 1e9, 100 * bwg / copybw, tpg2,
+		       100 * bytes / (tpg2 * 1e-6) / copybw);
 		fprintf(jout,
 			"{\"bench\":\"moe\",\"m\":%d,\"experts\":%d,\"tokens_per_expert\":%d,"
 			"\"us_auto\":%.2f,\"us_gemv\":%.2f,\"us_mma\":%.2f,"
-			"\"us_tc\":%.2f,\"us_tc2\":%.2f,\"us_bf16_loop\":%.2f,\"gbps\":%.1f,"
-			"\"frac_copy\":%.3f,\"speedup\":%.3f,\"us_auto_graph\":%.2f,"
-			"\"frac_copy_graph\":%.3f}\n",
+			"\"us_tc2\":%.2f,\"us_tc3\":%.2f,\"us_bf16_loop\":%.2f,"
+			"\"gbps\":%.1f,\"frac_copy\":%.3f,\"speedup\":%.3f,\"us_auto_graph\":%.2f,"
+			"\"us_tc2_graph\":%.2f,\"frac_copy_graph\":%.3f}\n",
 			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tb, bw / 1e9, bw / copybw,
-			tb / tp[0], tpg, bwg / copybw);
+			tb / tp[0], tpg, tpg2, bwg / copybw);
 		if (m == 1)
 			for (int kg = 1; kg <= 8; kg *= 2) {
 				lynn_cuda_nvfp4_tc_tune(kg);
-				double a = time_us([&](int i) { layer(i, LYNN_CUDA_PATH_TC2); }, 100);
-				double b = time_graph_us([&](int i) { layer(i, LYNN_CUDA_PATH_TC2); }, 100);
-				printf("  sweep moe M=1 tc2 kgroups=%d: b2b %.2f us (%3.0f%%) graph %.2f us (%3.0f%%)\n",
+				double a = time_us([&](int i) { layer(i, LYNN_CUDA_PATH_TC3); }, 100);
+				double b = time_graph_us([&](int i) { layer(i, LYNN_CUDA_PATH_TC3); }, 100);
+				printf("  sweep moe M=1 tc3 kgroups=%d: b2b %.2f us (%3.0f%%) graph %.2f us (%3.0f%%)\n",
 				       kg, a, 100 * bytes / (a * 1e-6) / copybw, b,
 				       100 * bytes / (b * 1e-6) / copybw);
 				lynn_cuda_nvfp4_tc_tune(0);
@@ -807,7 +820,9 @@ int main(int argc, char **argv)
 	check_dense(192, 96, 3, 1 << 30);   /* K % 64 != 0: gemv only */
 	check_dense(64, 32, 2, 1 << 30);    /* smallest K */
 	check_dense(100, 160, 5, 1 << 30);  /* N % 16 != 0, K not a whole 128-span */
-	check_dense(64, 4096, 3, 1 << 30);  /* tc: two batches per warp; tc2: 4 laps of its ring */
+	check_dense(64, 4096, 3, 1 << 30);  /* tc2: 4 laps of its ring; tc3: 4 spans a warp */
+	check_dense(100, 384, 5, 1 << 30);  /* tc3: N % 16 != 0, 3 spans split unevenly over K groups */
+	check_dense(25600, 768, 2, 512);    /* tc3: 6 spans a warp, its 4-span window refilled twice */
 	for (int m : { 1, 4, 16, 64 }) {
 		check_dense(8192, 2048, m, 512);
 		check_dense(1024, 2048, m, 512);

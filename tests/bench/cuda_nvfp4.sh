@@ -1,7 +1,8 @@
 #!/bin/sh
 # cuda_nvfp4.sh OUTDIR [--check-only] - build the CUDA NVFP4 checks and
 # benchmark with nvcc + gcc alone (no other lynn dependency) and run them.
-# Results: OUTDIR/bench_cuda_nvfp4.jsonl plus the table on stdout.
+# Results: OUTDIR/bench_cuda_nvfp4.jsonl plus the table on stdout. NVCCFLAGS
+# (environment) is passed to nvcc, e.g. -DTC3_D=8 for a kernel variant.
 set -e
 cd "$(dirname "$0")/../.."
 OUT=${1:-.}
@@ -12,7 +13,7 @@ mkdir -p "$B" "$OUT"
 for f in src/formats/nvfp4.c src/formats/dtype.c src/cpu/nvfp4_matmul.c src/core/err.c src/core/pool.c; do
 	gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -pthread -c "$f" -o "$B/$(basename "$f" .c).o"
 done
-$NVCC -O3 -std=c++17 -Iinclude -Ikernels -gencode arch=compute_90,code=sm_90 \
+$NVCC -O3 -std=c++17 -Iinclude -Ikernels -gencode arch=compute_90,code=sm_90 $NVCCFLAGS \
 	-o "$B/bench_cuda_nvfp4" tests/bench/bench_cuda_nvfp4.cu kernels/nvfp4_gemm.cu \
 	kernels/nvfp4_fp4.cu "$B"/nvfp4.o "$B"/dtype.o "$B"/nvfp4_matmul.o "$B"/err.o "$B"/pool.o \
 	-lcublasLt -lpthread
