@@ -540,7 +540,9 @@ static inline uint64_t rotl64(uint64_t x, unsigned r)
  * hw[2k+1] the (unmixed) hash of word k's symbols. With wsa not NULL, wsa[i]
  * = 1 when byte i belongs to a whitespace character, else 0 (written up to
  * 3 bytes past len), and *bad set when an invalid UTF-8 sequence was seen
- * (then equal words need not have equal bytes). */
+ * (then equal words need not have equal bytes). pad: 7 when s is followed
+ * by 7 dropped whitespace bytes (spaces, keep_ws false), so that the last
+ * eight-byte run may reach past len; else 0. */
 /* ASCII bytes of w8 (all < 0x80) that are whitespace (9..13, 28..32) as 0x01
  * bytes, the others 0: per byte, x ≥ 9 and x < 14, or x ≥ 28 and x < 33
  * (no carry between bytes: x + 0x77 < 0x100). */
@@ -555,7 +557,7 @@ static inline uint64_t ascii_ws8(uint64_t w8)
 static inline __attribute__((always_inline)) size_t
 char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t cap, uint32_t *used,
 	  size_t *nused, uint32_t *out, uint32_t *bnd, uint64_t *hw, size_t *nb, uint8_t *wsa,
-	  unsigned *bad)
+	  unsigned *bad, size_t pad)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	const unsigned char *keep = ascii_keep[keep_ws];
@@ -582,7 +584,7 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 		unsigned ws;
 		uint64_t w8;
 		/* runs of eight ASCII bytes: no branch per byte (unrolled) */
-		while (i + 8 <= len && (memcpy(&w8, u + i, 8), !(w8 & 0x8080808080808080ULL))) {
+		while (i + 8 <= len + pad && (memcpy(&w8, u + i, 8), !(w8 & 0x8080808080808080ULL))) {
 			if (wsa) {
 				uint64_t m = ascii_ws8(w8);
 				memcpy(wsa + i, &m, 8);
@@ -951,9 +953,9 @@ static int words_from_syms(struct lynn_score_ctx *ctx, const struct lynn_chrf_op
 	len = off + tot + 1;
 	ids = len + tot + 1;
 	*nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, nused, ch, bh, hwh, &nbh, NULL,
-			NULL);
+			NULL, 0);
 	*nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, nused, cr, br, hwr, &nbr, NULL,
-			NULL);
+			NULL, 0);
 	for (size_t k = 0; k < *nused; k++)
 		tab[used[k]].cp = 0;
 	nwh = split_words(ch, 0, bh, hwh, nbh, off, len, hs);
@@ -993,10 +995,21 @@ words_bytes(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o, const ch
 	bh = (uint32_t *)(wsh + wsb);
 	br = bh + hyp_len + 8;
 	w.used = ids + tot + 4;
-	nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
-		       NULL, wsh, &bad);
-	nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
-		       NULL, wsr, &bad);
+	/* copies padded with 16 spaces: a word's key is read as 16 bytes
+	 * from its start, and the symbol pass runs eight bytes at a time up
+	 * to the end when spaces are dropped */
+	hp = score_buf(ctx, SLOT_CP_A, tot + 32, err);
+	if (!hp)
+		return -LYNN_ENOMEM;
+	rp = hp + hyp_len + 16;
+	memcpy(hp, hyp, hyp_len);
+	memset(hp + hyp_len, ' ', 16);
+	memcpy(rp, ref, ref_len);
+	memset(rp + ref_len, ' ', 16);
+	nh = char_syms((const char *)hp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL,
+		       NULL, NULL, wsh, &bad, o->whitespace ? 0 : 7);
+	nr = char_syms((const char *)rp, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL,
+		       NULL, NULL, wsr, &bad, o->whitespace ? 0 : 7);
 	for (size_t k = 0; k < nused; k++)
 		tab[used[k]].cp = 0;
 	if (bad) {
@@ -1018,16 +1031,6 @@ words_bytes(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o, const ch
 			return -LYNN_ENOMEM;
 		w.mask = wcap - 1;
 		w.shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)wcap);
-		/* copies with 16 bytes of padding: a word's key is read as
-		 * 16 bytes from its start */
-		hp = score_buf(ctx, SLOT_CP_A, tot + 32, err);
-		if (!hp)
-			return -LYNN_ENOMEM;
-		rp = hp + hyp_len + 16;
-		memcpy(hp, hyp, hyp_len);
-		memset(hp + hyp_len, 0, 16);
-		memcpy(rp, ref, ref_len);
-		memset(rp + ref_len, 0, 16);
 		nwh = word_ids(&w, hp, hyp_len, bh, nbh, ids);
 		nwr = word_ids(&w, rp, ref_len, br, nbr, ids + nwh);
 		for (size_t k = 0; k < w.nu; k++)
@@ -1083,9 +1086,9 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 			goto out;
 	} else {
 		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
-			       NULL, NULL, NULL);
+			       NULL, NULL, NULL, 0);
 		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
-			       NULL, NULL, NULL);
+			       NULL, NULL, NULL, 0);
 		for (size_t k = 0; k < nused; k++)
 			tab[used[k]].cp = 0;
 	}
