@@ -1085,10 +1085,25 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 		if (rc)
 			goto out;
 	} else {
-		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
-			       NULL, NULL, NULL, 0);
-		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
-			       NULL, NULL, NULL, 0);
+		/* whitespace dropped: copies padded with 7 spaces, so that
+		 * the symbol pass runs eight bytes at a time up to the end */
+		const char *hs = hyp, *rs = ref;
+		size_t pad = o->whitespace ? 0 : 7;
+		if (pad) {
+			char *hp = score_buf(ctx, SLOT_CP_A, hyp_len + ref_len + 16, err);
+			if (!hp)
+				goto out;
+			memcpy(hp, hyp, hyp_len);
+			memset(hp + hyp_len, ' ', 8);
+			memcpy(hp + hyp_len + 8, ref, ref_len);
+			memset(hp + hyp_len + 8 + ref_len, ' ', 8);
+			hs = hp;
+			rs = hp + hyp_len + 8;
+		}
+		nh = char_syms(hs, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
+			       NULL, NULL, NULL, pad);
+		nr = char_syms(rs, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
+			       NULL, NULL, NULL, pad);
 		for (size_t k = 0; k < nused; k++)
 			tab[used[k]].cp = 0;
 	}
