@@ -837,7 +837,7 @@ static inline bool word_probe_on(const struct word_ent *e, uint64_t k1, uint64_t
 /* The slot of the word u[a..a+l) (1 ≤ l; u readable 16 bytes past a): where its
  * key is, or the empty slot that ends its probe run. */
 static inline __attribute__((always_inline)) size_t word_slot(const struct word_tab *w, const unsigned char *u, size_t len,
-			       size_t a, size_t l, bool ins, uint64_t *k1p, uint64_t *k2p)
+			       size_t a, size_t l, uint64_t *k1p, uint64_t *k2p)
 {
 	uint64_t k1, k2, v2;
 	size_t p;
@@ -855,7 +855,7 @@ static inline __attribute__((always_inline)) size_t word_slot(const struct word_
 		while (w->t[p].idp && (w->t[p].k1 != k1 || w->t[p].k2 != k2 ||
 				       memcmp(w->t[p].p, u + a, l)))
 			p = (p + 1) & w->mask;
-		if (ins && !w->t[p].idp)
+		if (!w->t[p].idp)
 			w->t[p].p = u + a;
 	} else {
 		/* the bytes, zero-padded, with the length tag */
@@ -879,7 +879,7 @@ static inline __attribute__((always_inline)) uint32_t
 word_id(struct word_tab *w, const unsigned char *u, size_t ulen, size_t a, size_t l)
 {
 	uint64_t k1, k2;
-	size_t p = word_slot(w, u, ulen, a, l, true, &k1, &k2);
+	size_t p = word_slot(w, u, ulen, a, l, &k1, &k2);
 	struct word_ent *e = w->t + p;
 	uint32_t old = e->idp, isnew = old == 0;
 	uint32_t idp = old | ((w->nd + 1) & (0 - isnew));
@@ -892,23 +892,12 @@ word_id(struct word_tab *w, const unsigned char *u, size_t ulen, size_t a, size_
 	return idp - 1;
 }
 
-/* The hypothesis side: the reference's id of the word, or w->nd (one id
- * for all the words the reference lacks: none of their n-grams can match,
- * and the counts are positional), no table change. */
-static inline __attribute__((always_inline)) uint32_t
-word_find(const struct word_tab *w, const unsigned char *u, size_t ulen, size_t a, size_t l)
-{
-	uint64_t k1, k2;
-	uint32_t idp = w->t[word_slot(w, u, ulen, a, l, false, &k1, &k2)].idp;
-	return idp ? idp - 1 : w->nd;
-}
-
 /* The word ids of one side: the words [bnd[2k], bnd[2k+1]) of u (from
  * str.split()) after sacreBLEU _remove_punctuation (an ASCII punctuation
  * byte taken off the end, else off the start, of words of ≥ 2 bytes; such
  * a byte is a whole character). Returns the count written to ids. */
 static size_t word_ids(struct word_tab *wt, const unsigned char *u, size_t ulen, const uint32_t *bnd,
-		       size_t nb, uint32_t *ids, bool ref)
+		       size_t nb, uint32_t *ids)
 {
 	struct word_tab w = *wt;
 	size_t n = 0;
@@ -916,16 +905,9 @@ static size_t word_ids(struct word_tab *wt, const unsigned char *u, size_t ulen,
 		uint32_t s = bnd[k], e = bnd[k + 1], l = e - s;
 		uint32_t pl = (l >= 2) & punct_byte[u[e - 1]];
 		uint32_t pf = (l >= 2) & (pl ^ 1) & punct_byte[u[s]];
-		uint32_t im, ip = 0;
-		if (ref) {
-			im = word_id(&w, u, ulen, s + pf, l - pl - pf);
-			if (pl | pf)
-				ip = word_id(&w, u, ulen, pf ? s : e - 1, 1);
-		} else {
-			im = word_find(&w, u, ulen, s + pf, l - pl - pf);
-			if (pl | pf)
-				ip = word_find(&w, u, ulen, pf ? s : e - 1, 1);
-		}
+		uint32_t im = word_id(&w, u, ulen, s + pf, l - pl - pf), ip = 0;
+		if (pl | pf)
+			ip = word_id(&w, u, ulen, pf ? s : e - 1, 1);
 		ids[n] = pf ? ip : im;
 		ids[n + 1] = pf ? im : ip;
 		n += 1 + (pl | pf);
@@ -1049,12 +1031,11 @@ words_bytes(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o, const ch
 			return -LYNN_ENOMEM;
 		w.mask = wcap - 1;
 		w.shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)wcap);
-		/* the reference's words interned, the hypothesis's looked up */
-		nwr = word_ids(&w, rp, ref_len, br, nbr, ids + hyp_len + 2, true);
-		nwh = word_ids(&w, hp, hyp_len, bh, nbh, ids, false);
+		nwh = word_ids(&w, hp, hyp_len, bh, nbh, ids);
+		nwr = word_ids(&w, rp, ref_len, br, nbr, ids + nwh);
 		for (size_t k = 0; k < w.nu; k++)
 			w.t[w.used[k]] = (struct word_ent){ 0 };
-		rc = ngram_stats(ctx, ids, nwh, ids + hyp_len + 2, nwr, w.nd + 1, o->word_order,
+		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, w.nd, o->word_order,
 				 out->v + 3 * o->char_order, err);
 		if (rc)
 			return rc;
