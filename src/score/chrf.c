@@ -34,12 +34,16 @@
  *    out and the item comparison replaces the hash probes.
  * Most n-grams of order ≥ 2 end in one of the two cases, so few positions
  * reach the high orders. With ≤ DIRECT_SYMS symbols, orders 1 and 2 skip
- * the hashing (bigram records indexed directly) and the classes of order 2
- * are the bigram indices; a settled pair's agreement is then found eight
- * byte-symbols at a time, the two sides padded with two different bytes
- * that are no symbol (≤ 254 symbols) so that it stops at either end. The
- * last order needs no compaction. The inner loops are branch-free apart
- * from the (rare) probe collisions.
+ * the hashing (bigram records indexed directly); the alive classes of an
+ * order are then numbered densely 0..m-1, and while m ≤ nsym the next
+ * order is counted in the same records, indexed (dense class, next item),
+ * with no hashing either (else hashed as above). A settled pair's agreement
+ * is then found eight byte-symbols at a time, the two sides padded with two
+ * different bytes that are no symbol (≤ 254 symbols) so that it stops at
+ * either end. The hypothesis counts only n-grams the reference has, so
+ * that only the reference's records need emptying. The last order needs no
+ * compaction. The inner loops are branch-free apart from the (rare) probe
+ * collisions.
  */
 #define HASH_MUL 0x9E3779B97F4A7C15ULL
 
