@@ -840,8 +840,9 @@ static inline bool word_probe_on(const struct word_ent *e, uint64_t k1, uint64_t
 
 /* The slot of the word u[a..a+l) (1 ≤ l; u readable 16 bytes past a): where its
  * key is, or the empty slot that ends its probe run. */
-static inline __attribute__((always_inline)) size_t word_slot(const struct word_tab *w, const unsigned char *u, size_t len,
-			       size_t a, size_t l, uint64_t *k1p, uint64_t *k2p)
+static inline __attribute__((always_inline)) size_t
+word_slot(const struct word_tab *w, const unsigned char *u, size_t len, size_t a, size_t l,
+	  uint64_t *k1p, uint64_t *k2p)
 {
 	uint64_t k1, k2, v2;
 	size_t p;
