@@ -34,12 +34,16 @@
  *    out and the item comparison replaces the hash probes.
  * Most n-grams of order ≥ 2 end in one of the two cases, so few positions
  * reach the high orders. With ≤ DIRECT_SYMS symbols, orders 1 and 2 skip
- * the hashing (bigram records indexed directly) and the classes of order 2
- * are the bigram indices; a settled pair's agreement is then found eight
- * byte-symbols at a time, the two sides padded with two different bytes
- * that are no symbol (≤ 254 symbols) so that it stops at either end. The
- * last order needs no compaction. The inner loops are branch-free apart
- * from the (rare) probe collisions.
+ * the hashing (bigram records indexed directly); the alive classes of an
+ * order are then numbered densely 0..m-1, and while m ≤ nsym the next
+ * order is counted in the same records, indexed (dense class, next item),
+ * with no hashing either (else hashed as above). A settled pair's agreement
+ * is then found eight byte-symbols at a time, the two sides padded with two
+ * different bytes that are no symbol (≤ 254 symbols) so that it stops at
+ * either end. The hypothesis counts only n-grams the reference has, so
+ * that only the reference's records need emptying. The last order needs no
+ * compaction. The inner loops are branch-free apart from the (rare) probe
+ * collisions.
  */
 #define HASH_MUL 0x9E3779B97F4A7C15ULL
 
@@ -128,9 +132,12 @@ static int64_t probe_hyp(struct ngram_ent *t, size_t mask, unsigned shift, const
 #define DIRECT_SYMS 256
 
 /* A bigram's counts (zero between calls) and last hyp position, together
- * so that one cache line serves all three. */
+ * so that one cache line serves all three; dn: its dense class number + 1
+ * once alive (see ngram_stats). The records also serve orders ≥ 3 while
+ * those have few classes (index = dense class of the (n-1)-gram · nsym +
+ * next symbol). */
 struct bigram {
-	uint32_t r, h, last, pad;
+	uint32_t r, h, last, dn;
 };
 
 /* Orders 1 and 2 (nr ≥ 2, nsym ≤ DIRECT_SYMS) into v[0..6): counts per
@@ -162,8 +169,10 @@ static void order12(const uint32_t *hyp, size_t nh, const uint32_t *ref, size_t 
 		h8[i] = (uint8_t)c;
 		m1 += ch1[c] < cr1[c];
 		ch1[c]++;
+		/* counted only when the reference has the bigram: the others
+		 * keep zero counts (no emptying; a stale last is never read) */
 		m2 += g->h < g->r;
-		g->h++;
+		g->h += g->r != 0;
 		g->last = (uint32_t)i;
 	}
 	if (nh) {
@@ -192,6 +201,7 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	int n0 = 2;
 	struct ngram_ent *t;
 	size_t ncls, tcap, nbg, nah = 0, nar = 0, np = 0; /* np settled pairs (pi[q], pj[q]) */
+	size_t m = 0; /* direct orders: the alive classes of the last order, numbered 0..m-1 */
 	int64_t match = 0, settled = 0, diff[LYNN_CHRF_MAX_CHAR_ORDER + 2] = {0};
 
 	memset(v, 0, 3 * (size_t)max_order * sizeof *v);
@@ -203,24 +213,32 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 	/* orders 1 and 2 counted directly when bigrams fit a small table */
 	direct = max_order >= 2 && nr >= 2 && nsym <= DIRECT_SYMS;
 	ncls = (nsym > nr ? nsym : nr) + 2;
-	/* after the position lists: the symbols as bytes (direct only), padded */
-	posh = score_buf(ctx, SLOT_HASH_A, 3 * (nh + 1) * sizeof *posh + nh + 16, err);
-	posr = score_buf(ctx, SLOT_HASH_B, 5 * (nr + 1) * sizeof *posr + nr + 16, err);
 	/* table: ≤ 1/8 full, or ≤ 1/2 for very long inputs (memory); ≤ 2^30
 	 * slots (slot numbers are classes) */
 	tcap = pow2_at_least((nr <= 65536 ? 8 : 2) * nr + 8);
-	/* per symbol (order 1 without the direct path), then the last hyp
-	 * position per table slot (and the sink slot tcap) */
-	cr = posh && posr ? score_buf(ctx, SLOT_CHRF_CLS,
-				      (2 * ncls + (ncls > tcap ? ncls : tcap + 1)) * sizeof *cr, err)
-			  : NULL;
-	/* the bigram records (direct only), then the table: all zero between
-	 * calls, whatever the layout of the previous call */
+	/* one buffer: the hyp lists, its symbols as bytes (direct only,
+	 * padded), the ref lists and bytes, then per symbol (order 1 without
+	 * the direct path) and the last hyp position per table slot (and the
+	 * sink slot tcap) */
+	{
+		size_t bh = (3 * (nh + 1) * sizeof *posh + nh + 16 + 3) & ~(size_t)3;
+		size_t br = (5 * (nr + 1) * sizeof *posr + nr + 16 + 3) & ~(size_t)3;
+		posh = score_buf(ctx, SLOT_HASH_A,
+				 bh + br + (2 * ncls + (ncls > tcap ? ncls : tcap + 1)) * sizeof *cr,
+				 err);
+		if (!posh)
+			return -LYNN_ENOMEM;
+		posr = (uint32_t *)((char *)posh + bh);
+		cr = (uint32_t *)((char *)posr + br);
+	}
+	/* the bigram records (direct only; counts zero between calls, last
+	 * may be left from an earlier call where both counts are 0); the
+	 * table (all zero between calls) is fetched when first needed */
 	nbg = direct ? nsym * nsym : 0;
-	bg = cr ? clean_buf(ctx, SLOT_NGRAM, nbg * sizeof *bg + (tcap + 1) * sizeof *t, err) : NULL;
+	bg = clean_buf(ctx, SLOT_NGRAM, nbg * sizeof *bg, err);
 	if (!bg)
 		return -LYNN_ENOMEM;
-	t = (struct ngram_ent *)(bg + nbg);
+	t = NULL;
 	idh = posh + nh + 1;
 	idr = posr + nr + 1;
 	made = idr + nr + 1; /* slots filled this order, emptied after it */
@@ -242,29 +260,34 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		 * that an agreement stops at either end by itself (nsym ≤ 254) */
 		memset(h8 + nh, 0xFF, 8);
 		memset(r8 + nr, 0xFE, 8);
-		/* alive bigrams (class = its table index) and settled pairs,
-		 * for the higher orders (none in chrF++'s word order 2) */
+		/* alive bigrams and settled pairs, for the higher orders (none
+		 * in chrF++'s word order 2); the alive classes numbered densely
+		 * 0..m-1 (dn, first seen on the reference side) */
 		for (size_t j = 0; max_order > 2 && j < nr1; j++) {
-			uint32_t c = made[j];
+			uint32_t c = made[j], d = bg[c].dn;
 			uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
+			uint32_t alive = hr > 1, nw = alive & (d == 0);
+			m += nw;
+			d = nw ? (uint32_t)m : d;
+			bg[c].dn = d;
 			posr[nar] = (uint32_t)j;
-			idr[nar] = c;
-			nar += hr > 1;
+			idr[nar] = d - 1;
+			nar += alive;
 			pi[np] = bg[c].last;
 			pj[np] = (uint32_t)j;
 			np += hr == 1;
 		}
+		/* a class is alive on both sides: numbered (dn ≠ 0) just now */
 		for (size_t i = 0; max_order > 2 && i < nh1; i++) {
-			uint32_t c = bih[i];
+			uint32_t d = bg[bih[i]].dn;
 			posh[nah] = (uint32_t)i;
-			idh[nah] = c;
-			nah += (uint64_t)bg[c].h * bg[c].r > 1;
+			idh[nah] = d - 1;
+			nah += d != 0;
 		}
-		/* empty the bigram counts again */
+		/* empty the bigram records again (the hypothesis changed
+		 * only the reference's) */
 		for (size_t j = 0; j < nr1; j++)
 			bg[made[j]] = (struct bigram){ 0 };
-		for (size_t i = 0; i < nh1; i++)
-			bg[bih[i]] = (struct bigram){ 0 };
 	} else {
 		/* order 1: the classes are the symbols themselves */
 		memset(cr, 0, nsym * sizeof *cr);
@@ -377,6 +400,63 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			nah--;
 		if (nar == 0 || nah == 0)
 			continue; /* no shared (n-1)-gram left: no more matches */
+		if (direct && m <= nsym) {
+			/* few classes: the n-grams in the bigram records, index
+			 * (dense class, next symbol), as orders 1-2 */
+			size_t nar0 = nar, s = nsym;
+			uint32_t *hmade = bih; /* free after order 2 */
+			const uint32_t *rn = ref + n - 1, *hn = hyp + n - 1;
+			match = 0;
+			for (size_t k = 0; k < nar; k++) {
+				uint32_t c = idr[k] * (uint32_t)s + rn[posr[k]];
+				made[k] = c;
+				bg[c].r++;
+			}
+			for (size_t k = 0; k < nah; k++) {
+				uint32_t c = idh[k] * (uint32_t)s + hn[posh[k]];
+				struct bigram *g = bg + c;
+				hmade[k] = c;
+				match += g->h < g->r;
+				g->h += g->r != 0;
+				g->last = posh[k];
+			}
+			v[3 * (n - 1) + 2] += match;
+			m = 0;
+			w = 0;
+			for (size_t k = 0; n < max_order && k < nar; k++) {
+				uint32_t c = made[k], d = bg[c].dn;
+				uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
+				uint32_t alive = hr > 1, nw = alive & (d == 0);
+				m += nw;
+				d = nw ? (uint32_t)m : d;
+				bg[c].dn = d;
+				pi[np] = bg[c].last;
+				pj[np] = posr[k];
+				np += hr == 1;
+				posr[w] = posr[k];
+				idr[w] = d - 1;
+				w += alive;
+			}
+			nar = w;
+			w = 0;
+			for (size_t k = 0; n < max_order && k < nah; k++) {
+				uint32_t d = bg[hmade[k]].dn;
+				posh[w] = posh[k];
+				idh[w] = d - 1;
+				w += d != 0;
+			}
+			nah = w;
+			for (size_t k = 0; k < nar0; k++)
+				bg[made[k]] = (struct bigram){ 0 };
+			continue;
+		}
+		if (!t) {
+			/* the hashed orders' table: all zero between calls,
+			 * whatever the layout of the previous call */
+			t = clean_buf(ctx, SLOT_CHRF_T, (tcap + 1) * sizeof *t, err);
+			if (!t)
+				return -LYNN_ENOMEM;
+		}
 		cap = pow2_at_least(8 * nar + 8);
 		if (cap > tcap)
 			cap = tcap;
@@ -461,10 +541,27 @@ static inline uint64_t rotl64(uint64_t x, unsigned r)
 /* With bnd not NULL, also the word boundaries of str.split(): bnd gets the
  * output index at every change between whitespace and not (starts and ends
  * alternate, a start first), *nb their count, always even on return; and
- * hw[2k+1] the (unmixed) hash of word k's symbols. */
+ * hw[2k+1] the (unmixed) hash of word k's symbols. With wsa not NULL, wsa[i]
+ * = 1 when byte i belongs to a whitespace character, else 0 (written up to
+ * 3 bytes past len), and *bad set when an invalid UTF-8 sequence was seen
+ * (then equal words need not have equal bytes). pad: 7 when s is followed
+ * by 7 dropped whitespace bytes (spaces, keep_ws false), so that the last
+ * eight-byte run may reach past len; else 0. */
+/* ASCII bytes of w8 (all < 0x80) that are whitespace (9..13, 28..32) as 0x01
+ * bytes, the others 0: per byte, x ≥ 9 and x < 14, or x ≥ 28 and x < 33
+ * (no carry between bytes: x + 0x77 < 0x100). */
+static inline uint64_t ascii_ws8(uint64_t w8)
+{
+	const uint64_t ones = 0x0101010101010101ULL;
+	uint64_t ge9 = w8 + 0x77 * ones, ge14 = w8 + 0x72 * ones;
+	uint64_t ge28 = w8 + 0x64 * ones, ge33 = w8 + 0x5F * ones;
+	return (((ge9 & ~ge14) | (ge28 & ~ge33)) >> 7) & ones;
+}
+
 static inline __attribute__((always_inline)) size_t
 char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t cap, uint32_t *used,
-	  size_t *nused, uint32_t *out, uint32_t *bnd, uint64_t *hw, size_t *nb)
+	  size_t *nused, uint32_t *out, uint32_t *bnd, uint64_t *hw, size_t *nb, uint8_t *wsa,
+	  unsigned *bad, size_t pad)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	const unsigned char *keep = ascii_keep[keep_ws];
@@ -491,7 +588,11 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 		unsigned ws;
 		uint64_t w8;
 		/* runs of eight ASCII bytes: no branch per byte (unrolled) */
-		while (i + 8 <= len && (memcpy(&w8, u + i, 8), !(w8 & 0x8080808080808080ULL))) {
+		while (i + 8 <= len + pad && (memcpy(&w8, u + i, 8), !(w8 & 0x8080808080808080ULL))) {
+			if (wsa) {
+				uint64_t m = ascii_ws8(w8);
+				memcpy(wsa + i, &m, 8);
+			}
 #define ONE_ASCII(q)                                       \
 	do {                                               \
 		c = (uint32_t)(w8 >> (8 * (q))) & 0xFF;    \
@@ -519,6 +620,8 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 			break;
 		c = u[i];
 		if (c < 0x80) {
+			if (wsa)
+				wsa[i] = ascii_ws[c];
 			i++;
 			out[n] = c;
 			ws = ascii_ws[c];
@@ -526,6 +629,7 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 			n += keep_ws | (ws ^ 1);
 			continue;
 		}
+		pos = i;
 		if (c >= 0xC2 && c <= 0xDF && i + 1 < len && (u[i + 1] & 0xC0) == 0x80) {
 			c = (c & 0x1F) << 6 | (u[i + 1] & 0x3Fu);
 			i += 2;
@@ -537,9 +641,17 @@ char_syms(const char *s, size_t len, bool keep_ws, struct cp_ent *tab, size_t ca
 			i += 3;
 		} else {
 			c = utf8_next(u, len, &i);
+			if (wsa)
+				*bad |= c == 0xFFFD;
 		}
 		/* the only non-ASCII whitespace is in U+0085..U+3000 */
 		ws = c <= 0x3000 && py_isspace_nonascii(c);
+		if (wsa) {
+			/* the character's bytes (≤ 4; bytes past it are
+			 * rewritten by the next character) */
+			uint32_t m = ws * 0x01010101u;
+			memcpy(wsa + pos, &m, 4);
+		}
 		if (!keep_ws && ws) {
 			WORD_STEP(c, 1u);
 			continue;
@@ -616,6 +728,199 @@ static size_t split_words(const uint32_t *syms, size_t base, const uint32_t *bnd
 	return nw;
 }
 
+/*
+ * Words from the bytes (chrF++, valid UTF-8): str.split() gives the runs of
+ * bytes outside whitespace characters (wsa from char_syms), the punctuation
+ * split takes an ASCII byte off either end, and equal words are equal byte
+ * strings (decoding valid UTF-8 is one to one). A word of ≤ 16 bytes is its
+ * own key: the bytes, zero-padded, with 0xC0 + length in the last byte when
+ * there are < 16 (the last byte of valid UTF-8 is below 0xC0, so no word of
+ * 16 bytes has it); longer words are keyed by a hash and their length
+ * (0xC0 in the last byte) and compared byte by byte.
+ */
+struct word_ent {
+	uint64_t k1, k2;
+	const unsigned char *p; /* long words: the first occurrence's bytes */
+	uint32_t idp, pad; /* id + 1; 0 = empty slot */
+};
+
+/* The boundaries of the runs of non-whitespace bytes of wsa[0..len) (wsa
+ * is 1 from len on for at least 64 bytes): starts and ends alternate in
+ * bnd (room for len + 5). Returns their count. */
+static size_t word_bounds(const uint8_t *wsa, size_t len, uint32_t *bnd)
+{
+	size_t nb = 0;
+	uint64_t carry = 0; /* 1: the byte before the block is in a word */
+	for (size_t base = 0; base <= len; base += 64) {
+		uint64_t ws = 0, x, t;
+#define GATHER(q)                                                            \
+	do {                                                                 \
+		uint64_t v;                                                  \
+		memcpy(&v, wsa + base + 8 * (q), 8);                         \
+		ws |= ((v * 0x0102040810204080ULL) >> 56) << (8 * (q));      \
+	} while (0)
+		GATHER(0);
+		GATHER(1);
+		GATHER(2);
+		GATHER(3);
+		GATHER(4);
+		GATHER(5);
+		GATHER(6);
+		GATHER(7);
+#undef GATHER
+		x = ~ws;
+		t = x ^ (x << 1 | carry);
+		carry = x >> 63;
+		while (t) {
+			/* four at a time: no branch per boundary */
+			bnd[nb] = (uint32_t)(base + (size_t)__builtin_ctzll(t | 1ULL << 63));
+			nb += t != 0;
+			t &= t - 1;
+			bnd[nb] = (uint32_t)(base + (size_t)__builtin_ctzll(t | 1ULL << 63));
+			nb += t != 0;
+			t &= t - 1;
+			bnd[nb] = (uint32_t)(base + (size_t)__builtin_ctzll(t | 1ULL << 63));
+			nb += t != 0;
+			t &= t - 1;
+			bnd[nb] = (uint32_t)(base + (size_t)__builtin_ctzll(t | 1ULL << 63));
+			nb += t != 0;
+			t &= t - 1;
+		}
+	}
+	return nb;
+}
+
+struct word_tab {
+	struct word_ent *t;
+	size_t mask;
+	unsigned shift;
+	uint32_t nd, nu;
+	uint32_t *used; /* slots filled, emptied by the caller */
+};
+
+/* Python string.punctuation as a byte table (bytes ≥ 0x80: 0). */
+static const uint8_t punct_byte[256] = {
+	['!'] = 1, ['"'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1,
+	[')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, ['-'] = 1, ['.'] = 1, ['/'] = 1, [':'] = 1,
+	[';'] = 1, ['<'] = 1, ['='] = 1, ['>'] = 1, ['?'] = 1, ['@'] = 1, ['['] = 1, ['\\'] = 1,
+	[']'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['{'] = 1, ['|'] = 1, ['}'] = 1, ['~'] = 1,
+};
+
+/* Per word length l ≤ 16: the masks of its bytes in the two 8-byte halves
+ * of the key and the length tag (0xC0 + l in the last byte, l < 16). */
+static const struct { uint64_t m1, m2, tag; } key_mask[17] = {
+	{ 0x0000000000000000ULL, 0x0000000000000000ULL, 0x0000000000000000ULL }, /* 0 */
+	{ 0x00000000000000FFULL, 0x0000000000000000ULL, 0xC100000000000000ULL }, /* 1 */
+	{ 0x000000000000FFFFULL, 0x0000000000000000ULL, 0xC200000000000000ULL }, /* 2 */
+	{ 0x0000000000FFFFFFULL, 0x0000000000000000ULL, 0xC300000000000000ULL }, /* 3 */
+	{ 0x00000000FFFFFFFFULL, 0x0000000000000000ULL, 0xC400000000000000ULL }, /* 4 */
+	{ 0x000000FFFFFFFFFFULL, 0x0000000000000000ULL, 0xC500000000000000ULL }, /* 5 */
+	{ 0x0000FFFFFFFFFFFFULL, 0x0000000000000000ULL, 0xC600000000000000ULL }, /* 6 */
+	{ 0x00FFFFFFFFFFFFFFULL, 0x0000000000000000ULL, 0xC700000000000000ULL }, /* 7 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x0000000000000000ULL, 0xC800000000000000ULL }, /* 8 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x00000000000000FFULL, 0xC900000000000000ULL }, /* 9 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x000000000000FFFFULL, 0xCA00000000000000ULL }, /* 10 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x0000000000FFFFFFULL, 0xCB00000000000000ULL }, /* 11 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x00000000FFFFFFFFULL, 0xCC00000000000000ULL }, /* 12 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x000000FFFFFFFFFFULL, 0xCD00000000000000ULL }, /* 13 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x0000FFFFFFFFFFFFULL, 0xCE00000000000000ULL }, /* 14 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0x00FFFFFFFFFFFFFFULL, 0xCF00000000000000ULL }, /* 15 */
+	{ 0xFFFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL, 0x0000000000000000ULL }, /* 16 */
+};
+
+/* Whether a probe goes on past e: the slot is filled (idp ≠ 0) with
+ * another key. In arithmetic, one branch for the loop (not one on whether
+ * the word is new). */
+static inline bool word_probe_on(const struct word_ent *e, uint64_t k1, uint64_t k2)
+{
+	uint64_t d = (e->k1 ^ k1) | (e->k2 ^ k2);
+	uint64_t filled = ((uint64_t)e->idp + 0xFFFFFFFFu) >> 32; /* idp < 2^32 */
+	return (filled & ((d | (0 - d)) >> 63)) != 0;
+}
+
+/* The slot of the word u[a..a+l) (1 ≤ l; u readable 16 bytes past a): where its
+ * key is, or the empty slot that ends its probe run. */
+static inline __attribute__((always_inline)) size_t
+word_slot(const struct word_tab *w, const unsigned char *u, size_t len, size_t a, size_t l,
+	  uint64_t *k1p, uint64_t *k2p)
+{
+	uint64_t k1, k2, v2;
+	size_t p;
+	if (__builtin_expect(l > 16, 0)) {
+		/* long: a hash of the bytes, then compared */
+		uint64_t h = l;
+		for (size_t q = 0; q + 8 < l; q += 8) {
+			memcpy(&k1, u + a + q, 8);
+			h = mix64(h ^ k1);
+		}
+		memcpy(&k1, u + a + l - 8, 8);
+		k1 = mix64(h ^ k1);
+		k2 = 0xC0ULL << 56 | l;
+		p = (size_t)(((k1 ^ k2) * HASH_MUL) >> w->shift);
+		while (w->t[p].idp && (w->t[p].k1 != k1 || w->t[p].k2 != k2 ||
+				       memcmp(w->t[p].p, u + a, l)))
+			p = (p + 1) & w->mask;
+		if (!w->t[p].idp)
+			w->t[p].p = u + a;
+	} else {
+		/* the bytes, zero-padded, with the length tag */
+		const unsigned char *src = u + a; /* u padded by 16 bytes */
+		memcpy(&k1, src, 8);
+		memcpy(&v2, src + 8, 8);
+		k1 &= key_mask[l].m1;
+		k2 = (v2 & key_mask[l].m2) | key_mask[l].tag;
+		p = (size_t)(((k1 ^ k2) * HASH_MUL) >> w->shift);
+		while (word_probe_on(w->t + p, k1, k2))
+			p = (p + 1) & w->mask;
+	}
+	*k1p = k1;
+	*k2p = k2;
+	return p;
+}
+
+/* The id of the word u[a..a+l): in order of first appearance, no branch
+ * on whether it is new. */
+static inline __attribute__((always_inline)) uint32_t
+word_id(struct word_tab *w, const unsigned char *u, size_t ulen, size_t a, size_t l)
+{
+	uint64_t k1, k2;
+	size_t p = word_slot(w, u, ulen, a, l, &k1, &k2);
+	struct word_ent *e = w->t + p;
+	uint32_t old = e->idp, isnew = old == 0;
+	uint32_t idp = old | ((w->nd + 1) & (0 - isnew));
+	e->k1 = k1;
+	e->k2 = k2;
+	e->idp = idp;
+	w->nd += isnew;
+	w->used[w->nu] = (uint32_t)p;
+	w->nu += isnew;
+	return idp - 1;
+}
+
+/* The word ids of one side: the words [bnd[2k], bnd[2k+1]) of u (from
+ * str.split()) after sacreBLEU _remove_punctuation (an ASCII punctuation
+ * byte taken off the end, else off the start, of words of ≥ 2 bytes; such
+ * a byte is a whole character). Returns the count written to ids. */
+static size_t word_ids(struct word_tab *wt, const unsigned char *u, size_t ulen, const uint32_t *bnd,
+		       size_t nb, uint32_t *ids)
+{
+	struct word_tab w = *wt;
+	size_t n = 0;
+	for (size_t k = 0; k < nb; k += 2) {
+		uint32_t s = bnd[k], e = bnd[k + 1], l = e - s;
+		uint32_t pl = (l >= 2) & punct_byte[u[e - 1]];
+		uint32_t pf = (l >= 2) & (pl ^ 1) & punct_byte[u[s]];
+		uint32_t im = word_id(&w, u, ulen, s + pf, l - pl - pf), ip = 0;
+		if (pl | pf)
+			ip = word_id(&w, u, ulen, pf ? s : e - 1, 1);
+		ids[n] = pf ? ip : im;
+		ids[n + 1] = pf ? im : ip;
+		n += 1 + (pl | pf);
+	}
+	*wt = w;
+	return n;
+}
+
 static int check_opts(const struct lynn_chrf_opts *o, struct lynn_err *err)
 {
 	if (o->char_order < 1 || o->char_order > LYNN_CHRF_MAX_CHAR_ORDER ||
@@ -623,6 +928,126 @@ static int check_opts(const struct lynn_chrf_opts *o, struct lynn_err *err)
 		return lynn_errf(err, -LYNN_EINVAL,
 				 "chrf: char order %d / word order %d / beta %d out of range",
 				 o->char_order, o->word_order, o->beta);
+	return 0;
+}
+
+/* chrF++'s words from the symbols (text that is not valid UTF-8, where
+ * different bytes may decode alike): the symbol pass again, recording the
+ * word boundaries and hashes, then split_words and interning. tab is empty
+ * on entry and on return; *nused, ch, cr, *nh, *nr as the symbol pass
+ * leaves them. */
+static int words_from_syms(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o,
+			   const char *hyp, size_t hyp_len, const char *ref, size_t ref_len,
+			   struct cp_ent *tab, size_t cap, uint32_t *used, size_t *nused, uint32_t *ch,
+			   uint32_t *cr, size_t *nh, size_t *nr, struct lynn_chrf_stats *out,
+			   struct lynn_err *err)
+{
+	uint32_t *bh, *br, *off, *len, *ids;
+	uint64_t *hwh, *hwr, *hs;
+	size_t nbh, nbr, nwh, nwr, nd, tot = hyp_len + ref_len + 2;
+	int rc;
+	/* boundaries, then (8-byte aligned) the word hashes */
+	bh = score_buf(ctx, SLOT_CP_D, (tot + 4) * sizeof *bh + (tot + 4) * sizeof *hwh, err);
+	off = score_buf(ctx, SLOT_IDS_A, 3 * (tot + 1) * sizeof *off, err);
+	hs = score_buf(ctx, SLOT_HASH_A, (tot + 1) * sizeof *hs, err);
+	if (!bh || !off || !hs)
+		return -LYNN_ENOMEM;
+	br = bh + hyp_len + 1;
+	hwh = (uint64_t *)(bh + ((tot + 4) & ~(size_t)1));
+	hwr = hwh + hyp_len + 2;
+	len = off + tot + 1;
+	ids = len + tot + 1;
+	*nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, nused, ch, bh, hwh, &nbh, NULL,
+			NULL, 0);
+	*nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, nused, cr, br, hwr, &nbr, NULL,
+			NULL, 0);
+	for (size_t k = 0; k < *nused; k++)
+		tab[used[k]].cp = 0;
+	nwh = split_words(ch, 0, bh, hwh, nbh, off, len, hs);
+	nwr = split_words(cr, hyp_len + 1, br, hwr, nbr, off + nwh, len + nwh, hs + nwh);
+	if ((rc = score_intern_hashed(ctx, SLOT_TABLE, ch, off, len, hs, nwh + nwr, ids, &nd, err)))
+		return rc;
+	return ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
+			   out->v + 3 * o->char_order, err);
+}
+
+/* chrF++: the symbols of both sides (ch, cr, *nh, *nr) and the word
+ * statistics into out (see word_ids; words_from_syms for text that is not
+ * valid UTF-8). Kept out of lynn_chrf_stats_compute so that chrF's path
+ * compiles as before. */
+static __attribute__((noinline)) int
+words_bytes(struct lynn_score_ctx *ctx, const struct lynn_chrf_opts *o, const char *hyp,
+	    size_t hyp_len, const char *ref, size_t ref_len, struct cp_ent *tab, size_t cap,
+	    uint32_t *used, size_t *nusedp, uint32_t *ch, uint32_t *cr, size_t *nhp, size_t *nrp,
+	    struct lynn_chrf_stats *out, struct lynn_err *err)
+{
+	size_t nused = 0, nh, nr;
+	int rc;
+	/* words from the bytes (word_ids), unless the text is not valid
+	 * UTF-8: then from the symbols (words_from_syms) */
+	uint8_t *wsh, *wsr;
+	uint32_t *bh, *br, *ids;
+	struct word_tab w = { 0 };
+	unsigned char *hp, *rp;
+	unsigned bad = 0;
+	size_t nbh, nbr, nwh, nwr, wcap, tot = hyp_len + ref_len;
+	size_t wsb = (tot + 2 * 72 + 7) & ~(size_t)7;
+	wsh = score_buf(ctx, SLOT_CP_D, wsb + (tot + 16) * sizeof *bh, err);
+	ids = score_buf(ctx, SLOT_IDS_A, 2 * (tot + 4) * sizeof *ids, err);
+	if (!wsh || !ids)
+		return -LYNN_ENOMEM;
+	wsr = wsh + hyp_len + 72;
+	bh = (uint32_t *)(wsh + wsb);
+	br = bh + hyp_len + 8;
+	w.used = ids + tot + 4;
+	/* copies padded with 16 spaces: a word's key is read as 16 bytes
+	 * from its start, and the symbol pass runs eight bytes at a time up
+	 * to the end when spaces are dropped */
+	hp = score_buf(ctx, SLOT_CP_A, tot + 32, err);
+	if (!hp)
+		return -LYNN_ENOMEM;
+	rp = hp + hyp_len + 16;
+	memcpy(hp, hyp, hyp_len);
+	memset(hp + hyp_len, ' ', 16);
+	memcpy(rp, ref, ref_len);
+	memset(rp + ref_len, ' ', 16);
+	nh = char_syms((const char *)hp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL,
+		       NULL, NULL, wsh, &bad, o->whitespace ? 0 : 7);
+	nr = char_syms((const char *)rp, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL,
+		       NULL, NULL, wsr, &bad, o->whitespace ? 0 : 7);
+	for (size_t k = 0; k < nused; k++)
+		tab[used[k]].cp = 0;
+	if (bad) {
+		nused = 0;
+		rc = words_from_syms(ctx, o, hyp, hyp_len, ref, ref_len, tab, cap, used, &nused,
+				     ch, cr, &nh, &nr, out, err);
+		if (rc)
+			return rc;
+	} else {
+		memset(wsh + hyp_len, 1, 64);
+		memset(wsr + ref_len, 1, 64);
+		nbh = word_bounds(wsh, hyp_len, bh);
+		nbr = word_bounds(wsr, ref_len, br);
+		/* ≤ nbh + nbr words after the split: table ≤ 1/4 full, ≤ 1/2
+		 * for very long inputs (memory: 32-byte entries) */
+		wcap = pow2_at_least((nbh + nbr <= 65536 ? 4 : 2) * (nbh + nbr) + 8);
+		w.t = clean_buf(ctx, SLOT_CHRF_WORD, wcap * sizeof *w.t, err);
+		if (!w.t)
+			return -LYNN_ENOMEM;
+		w.mask = wcap - 1;
+		w.shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)wcap);
+		nwh = word_ids(&w, hp, hyp_len, bh, nbh, ids);
+		nwr = word_ids(&w, rp, ref_len, br, nbr, ids + nwh);
+		for (size_t k = 0; k < w.nu; k++)
+			w.t[w.used[k]] = (struct word_ent){ 0 };
+		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, w.nd, o->word_order,
+				 out->v + 3 * o->char_order, err);
+		if (rc)
+			return rc;
+	}
+	*nusedp = nused;
+	*nhp = nh;
+	*nrp = nr;
 	return 0;
 }
 
@@ -660,40 +1085,30 @@ int lynn_chrf_stats_compute(struct lynn_score_ctx *ctx_in, const struct lynn_chr
 	if (!tab)
 		goto out;
 	if (o->word_order > 0) {
-		/* words are runs of symbols: split and intern them from the
-		 * symbols (one code point each, so equal words ⇔ equal spans) */
-		uint32_t *bh, *br, *off, *len, *ids;
-		uint64_t *hwh, *hwr, *hs;
-		size_t nbh, nbr, nwh, nwr, nd, tot = hyp_len + ref_len + 2;
-		/* boundaries, then (8-byte aligned) the word hashes */
-		bh = score_buf(ctx, SLOT_CP_D, (tot + 4) * sizeof *bh + (tot + 4) * sizeof *hwh, err);
-		off = score_buf(ctx, SLOT_IDS_A, 3 * (tot + 1) * sizeof *off, err);
-		hs = score_buf(ctx, SLOT_HASH_A, (tot + 1) * sizeof *hs, err);
-		if (!bh || !off || !hs)
-			goto out;
-		br = bh + hyp_len + 1;
-		hwh = (uint64_t *)(bh + ((tot + 4) & ~(size_t)1));
-		hwr = hwh + hyp_len + 2;
-		len = off + tot + 1;
-		ids = len + tot + 1;
-		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, bh, hwh, &nbh);
-		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, br, hwr, &nbr);
-		for (size_t k = 0; k < nused; k++)
-			tab[used[k]].cp = 0;
-		nwh = split_words(ch, 0, bh, hwh, nbh, off, len, hs);
-		nwr = split_words(cr, hyp_len + 1, br, hwr, nbr, off + nwh, len + nwh, hs + nwh);
-		if ((rc = score_intern_hashed(ctx, SLOT_TABLE, ch, off, len, hs, nwh + nwr, ids, &nd,
-					      err)))
-			goto out;
-		rc = ngram_stats(ctx, ids, nwh, ids + nwh, nwr, nd, o->word_order,
-				 out->v + 3 * o->char_order, err);
+		rc = words_bytes(ctx, o, hyp, hyp_len, ref, ref_len, tab, cap, used, &nused, ch, cr,
+				 &nh, &nr, out, err);
 		if (rc)
 			goto out;
 	} else {
-		nh = char_syms(hyp, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
-			       NULL);
-		nr = char_syms(ref, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
-			       NULL);
+		/* whitespace dropped: copies padded with 7 spaces, so that
+		 * the symbol pass runs eight bytes at a time up to the end */
+		const char *hs = hyp, *rs = ref;
+		size_t pad = o->whitespace ? 0 : 7;
+		if (pad) {
+			char *hp = score_buf(ctx, SLOT_CP_A, hyp_len + ref_len + 16, err);
+			if (!hp)
+				goto out;
+			memcpy(hp, hyp, hyp_len);
+			memset(hp + hyp_len, ' ', 8);
+			memcpy(hp + hyp_len + 8, ref, ref_len);
+			memset(hp + hyp_len + 8 + ref_len, ' ', 8);
+			hs = hp;
+			rs = hp + hyp_len + 8;
+		}
+		nh = char_syms(hs, hyp_len, o->whitespace, tab, cap, used, &nused, ch, NULL, NULL,
+			       NULL, NULL, NULL, pad);
+		nr = char_syms(rs, ref_len, o->whitespace, tab, cap, used, &nused, cr, NULL, NULL,
+			       NULL, NULL, NULL, pad);
 		for (size_t k = 0; k < nused; k++)
 			tab[used[k]].cp = 0;
 	}
@@ -723,8 +1138,12 @@ double lynn_chrf_stats_score(const struct lynn_chrf_opts *o, const struct lynn_c
 		int64_t n_hyp = s->v[3 * i], n_ref = s->v[3 * i + 1], n_match = s->v[3 * i + 2];
 		double prec = n_hyp > 0 ? (double)n_match / (double)n_hyp : eps;
 		double rec = n_ref > 0 ? (double)n_match / (double)n_ref : eps;
-		double denom = factor * prec + rec;
-		score += denom > 0 ? ((1 + factor) * prec * rec / denom) : eps;
+		if (o->eps_smoothing) {
+			/* the per-order f-scores are used only here (the
+			 * other rule overwrites score) */
+			double denom = factor * prec + rec;
+			score += denom > 0 ? ((1 + factor) * prec * rec / denom) : eps;
+		}
 		if (n_hyp > 0 && n_ref > 0) {
 			avg_prec += prec;
 			avg_rec += rec;

@@ -18,6 +18,7 @@ enum score_slot {
 	SLOT_CP_A, SLOT_CP_B, SLOT_CP_C, SLOT_CP_D,
 	SLOT_HASH_A, SLOT_HASH_B, SLOT_TABLE, SLOT_IDS_A, SLOT_IDS_B, SLOT_BITS,
 	SLOT_SM_B2J, SLOT_SM_IDX, SLOT_SM_LEN, SLOT_SM_QUEUE, SLOT_NGRAM, SLOT_CHRF_CP, SLOT_CHRF_CLS,
+	SLOT_CHRF_WORD, SLOT_CHRF_T,
 	SLOT_N
 };
 
@@ -63,13 +64,12 @@ static inline uint64_t mix64(uint64_t x)
 	return x;
 }
 
-/* Smallest power of two ≥ n (n ≥ 1). */
+/* Smallest power of two ≥ n and ≥ 16 (n ≤ 2^63): no loop, so no exit
+ * branch to mispredict. */
 static inline size_t pow2_at_least(size_t n)
 {
-	size_t p = 16;
-	while (p < n)
-		p <<= 1;
-	return p;
+	unsigned long long m = (unsigned long long)(n > 16 ? n : 16) - 1;
+	return (size_t)1 << (64 - __builtin_clzll(m));
 }
 
 /* Intern n spans of cps (start off[k], length wlen[k]) into dense ids
