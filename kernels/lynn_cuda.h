@@ -76,6 +76,21 @@ int lynn_cuda_nvfp4_moe_gemm(const struct lynn_cuda_nvfp4_weight *w, const int32
 			     enum lynn_cuda_out out, enum lynn_cuda_path path, lynn_stream_t stream,
 			     struct lynn_err *err);
 
+/* One expert MLP over the selected experts, in two launches: for each g,
+ * A[g] = silu(X[g] Wg^T) * (X[g] Wu^T) (bf16, M x I at d_act + g*M*I; Wg and
+ * Wu are rows 0..I-1 and I..2I-1 of the gate_up bank [E, 2I, H], as
+ * Qwen3.5-MoE stores them; one tensor multiplier per expert serves both
+ * halves) and Y[g] (M x H', at d_y + g*M*H') = A[g] * Wd[d_ids[g]]^T. The
+ * activation is fused into the gate/up kernel (f32, rounded once to bf16),
+ * and the down launch's weight loads start before the gate/up kernel ends.
+ * H and I must be multiples of 128. The routing weights and the sum over
+ * experts are the caller's. */
+int lynn_cuda_nvfp4_moe_mlp(const struct lynn_cuda_nvfp4_weight *gate_up,
+			    const struct lynn_cuda_nvfp4_weight *down, const int32_t *d_ids,
+			    int n_sel, const void *d_x, int64_t x_group_stride, int m, void *d_act,
+			    void *d_y, enum lynn_cuda_out out, lynn_stream_t stream,
+			    struct lynn_err *err);
+
 /* ===== cuBLASLt ===== */
 struct lynn_cublas;
 

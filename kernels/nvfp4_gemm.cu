@@ -31,6 +31,8 @@
 #include <mma.h>
 #include <stdlib.h>
 
+#include <type_traits>
+
 #include "cuda_common.cuh"
 #include "lynn_cuda.h"
 
@@ -414,8 +416,12 @@ static __device__ __forceinline__ void tc_stage_x(__nv_bfloat16 *xs, int xld,
 
 /* End of the tc kernels: the K groups' partial sums (acc) are reduced
  * through shared memory (the kernel's, reused after a barrier) and the
- * group's first warp stores rows rA / rB (< n) of the m tokens, times alpha. */
-template <int MT8, typename TY>
+ * group's first warp stores rows rA and rA + 8 (< n) of the m tokens, times
+ * alpha. GATED (the expert MLP's gate/up bank, N = 2I): acc holds gate row rA
+ * and up row rA + I, and row rA (< I) of silu(gate) * up is stored. */
+static __device__ __forceinline__ float lynn_silu(float v) { return v / (1.0f + __expf(-v)); }
+
+template <int MT8, typename TY, bool GATED = false>
 static __device__ __forceinline__ void tc_reduce_store(float (&acc)[MT8][4], void *shm, int kg_n,
 						       int64_t rA, int m, int64_t n, float a,
 						       TY *__restrict__ y, int64_t y_ld)
@@ -442,12 +448,28 @@ static __device__ __forceinline__ void tc_reduce_store(float (&acc)[MT8][4], voi
 #pragma unroll
 	for (int t = 0; t < MT8; t++)
 #pragma unroll
-		for (int q = 0; q < 4; q++) {
+		for (int q = 0; q < (GATED ? 2 : 4); q++) {
 			const int tok = t * 8 + 2 * c + (q & 1);
 			const int64_t row = q < 2 ? rA : rA + 8;
-			if (tok < m && row < n)
+			if (GATED && tok < m && rA < n / 2)
+				store_out(y + (int64_t)tok * y_ld + rA,
+					  lynn_silu(acc[t][q] * a) * (acc[t][q + 2] * a));
+			else if (!GATED && tok < m && row < n)
 				store_out(y + (int64_t)tok * y_ld + row, acc[t][q] * a);
 		}
+}
+
+/* The block's expert: ids written by the previous kernel (the router) are
+ * read after griddepcontrol.wait; ids_ready (the caller's promise that they
+ * were written before the previous kernel started, as for the down
+ * projection after gate/up) lets the weight loads start before the wait. */
+static __device__ __forceinline__ int tc_expert(const int32_t *ids, int ids_ready, int g)
+{
+	if (!ids)
+		return 0;
+	if (!ids_ready)
+		asm volatile("griddepcontrol.wait;" ::: "memory");
+	return __ldcg(ids + g);
 }
 
 /* ===== tc2: a per-warp cp.async pipeline =====
@@ -471,7 +493,7 @@ static __device__ __forceinline__ void lynn_cp16(void *dst, const void *src, boo
 template <int MT8, typename TY, int NST = TC2_NST, int MINB = 2>
 static __global__ void __launch_bounds__(256, MINB)
 nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
-		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		 const float *__restrict__ alpha, const int32_t *__restrict__ ids, int ids_ready,
 		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
 		 int64_t k, int kg_n, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
 {
@@ -482,9 +504,7 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	__nv_bfloat16 *xs = (__nv_bfloat16 *)(tc_sh4 + 8 * NST * 64);
 	const int64_t xld = k + 8;
 	const int g = blockIdx.y;
-	if (ids) /* the expert ids come from the previous kernel (the router) */
-		asm volatile("griddepcontrol.wait;" ::: "memory");
-	const int e = ids ? ids[g] : 0;
+	const int e = tc_expert(ids, ids_ready, g);
 	const int gq = lane >> 2, c = lane & 3;
 	const int rg = warp / kg_n, kgi = warp % kg_n;
 	const int64_t rA = ((int64_t)blockIdx.x * (8 / kg_n) + rg) * 16 + gq, rB = rA + 8;
@@ -586,9 +606,9 @@ nvfp4_tc2_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
  * two 16-byte pieces and two scale pairs in flight in registers and reaches
  * them at immediate offsets from four pointers, so the loop does no address
  * or predicate arithmetic and has no shared-memory ring. Rows past N read
- * row N - 1 and are not stored; X rows past M are read from shared memory
- * into MMA columns that are not stored either (a column of the product
- * depends only on its own token). */
+ * row N - 1 and are not stored; the MMA columns of tokens past M take the
+ * last token's X and are not stored either (a column of the product depends
+ * only on its own token). */
 
 /* The loop's refills of the weight stream: not kept in L1 (read once), and
  * L2 is asked for the whole 256-byte run of the row, i.e. the lane's next
@@ -614,10 +634,10 @@ static __device__ __forceinline__ uint32_t lynn_ld_ahead(const uint16_t *p)
 /* D spans in flight per warp, MINB blocks of 256 threads per SM (the
  * registers: 4 spans and 2 blocks; 2 spans and 3 blocks for grids of many
  * waves, see launch_tc_pdl) */
-template <int MT8, typename TY, int D, int MINB>
+template <int MT8, typename TY, int D, int MINB, bool GATED = false>
 static __global__ void __launch_bounds__(256, MINB)
 nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
-		 const float *__restrict__ alpha, const int32_t *__restrict__ ids,
+		 const float *__restrict__ alpha, const int32_t *__restrict__ ids, int ids_ready,
 		 const __nv_bfloat16 *__restrict__ x, int64_t x_group_stride, int m, int64_t n,
 		 int64_t k, int kg_n, TY *__restrict__ y, int64_t y_ld, int64_t y_group_stride)
 {
@@ -628,15 +648,17 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	const int gq = lane >> 2, c = lane & 3;
 	const int rg = warp / kg_n, kgi = warp % kg_n;
 	const int g = blockIdx.y;
-	if (ids) /* the expert ids come from the previous kernel (the router) */
-		asm volatile("griddepcontrol.wait;" ::: "memory");
-	const int e = ids ? ids[g] : 0;
-	const int64_t rA = ((int64_t)blockIdx.x * (8 / kg_n) + rg) * 16 + gq, rB = rA + 8;
+	const int e = tc_expert(ids, ids_ready, g);
+	/* a warp's 16 rows: rows rA and rA + 8 of a 16-row tile, or (GATED)
+	 * gate row rA and its up row rA + N/2 of an 8-row tile */
+	const int64_t tile = (int64_t)blockIdx.x * (8 / kg_n) + rg;
+	const int64_t rA = tile * (GATED ? 8 : 16) + gq, rB = rA + (GATED ? n / 2 : 8);
 	const int nspans = k32 / 128;
 	const int s0 = kgi * nspans / kg_n, my = (kgi + 1) * nspans / kg_n - s0;
 	const uint8_t *P = packed + (int64_t)e * n * (k / 2);
 	const uint8_t *S = scales + (int64_t)e * n * (k / 16);
-	const int64_t ra = rA < n ? rA : n - 1, rb = rB < n ? rB : n - 1;
+	const int64_t lastA = GATED ? n / 2 - 1 : n - 1;
+	const int64_t ra = rA <= lastA ? rA : lastA, rb = GATED ? ra + n / 2 : rB < n ? rB : n - 1;
 	/* per span: 4 uint4 (64 bytes) of a row, 4 uint16 (8 scale bytes) */
 	const uint4 *pa = (const uint4 *)(P + ra * (k / 2) + s0 * 64 + 16 * c);
 	const uint4 *pb = (const uint4 *)(P + rb * (k / 2) + s0 * 64 + 16 * c);
@@ -664,7 +686,14 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 	tc_stage_x<MT8>(xs, xld, x + (int64_t)g * x_group_stride, m, k32);
-	const __nv_bfloat16 *xr = xs + gq * xld + s0 * 128 + 32 * c;
+	/* token rows past M read the last staged row instead (their columns
+	 * are not stored), so no uninitialised shared memory is read */
+	const int mm = m < MT8 * 8 ? m : MT8 * 8;
+	int xo[MT8];
+#pragma unroll
+	for (int t = 0; t < MT8; t++)
+		xo[t] = (t * 8 + gq < mm ? t * 8 + gq : mm - 1) * xld;
+	const __nv_bfloat16 *xr = xs + s0 * 128 + 32 * c;
 #pragma unroll 1
 	for (int base = 0; base < my; base += D) {
 #pragma unroll
@@ -678,7 +707,7 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 			const uint32_t wB[4] = { wb[s].x, wb[s].y, wb[s].z, wb[s].w };
 			uint4 xv[4] = {};
 			if (MT8 == 1) {
-				const uint4 *xp = (const uint4 *)(xr + s * 128);
+				const uint4 *xp = (const uint4 *)(xr + xo[0] + s * 128);
 #pragma unroll
 				for (int q = 0; q < 4; q++)
 					xv[q] = xp[q];
@@ -699,7 +728,7 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 							bv = h ? make_uint2(xv[jj].z, xv[jj].w)
 							       : make_uint2(xv[jj].x, xv[jj].y);
 						else
-							bv = *(const uint2 *)(xr + t * 8 * xld + s * 128 +
+							bv = *(const uint2 *)(xr + xo[t] + s * 128 +
 									      8 * jj + 4 * h);
 						lynn_mma_bf16(acc[h][t], a[h][0], a[h][1], a[h][2], a[h][3],
 							      bv.x, bv.y);
@@ -724,8 +753,8 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 #pragma unroll
 		for (int q = 0; q < 4; q++)
 			acc[0][t][q] += acc[1][t][q];
-	tc_reduce_store<MT8, TY>(acc[0], tc_sh4, kg_n, rA, m, n, alpha[e],
-				y + (int64_t)g * y_group_stride, y_ld);
+	tc_reduce_store<MT8, TY, GATED>(acc[0], tc_sh4, kg_n, rA, m, n, alpha[e],
+				       y + (int64_t)g * y_group_stride, y_ld);
 }
 
 /* ===== launchers ===== */
@@ -812,6 +841,10 @@ static int tc_kgroups(int64_t n, int64_t k, int groups)
  * may take TC_MAX_SHM (two blocks per multiprocessor). */
 #define TC_MAX_SHM (113 * 1024)
 
+/* Launch flags of the tc paths, for lynn_cuda_nvfp4_moe_mlp: */
+#define TC_GATED 1u     /* a gate/up bank (N = 2I) -> silu(gate) * up, I wide (tc3, bf16) */
+#define TC_IDS_READY 2u /* the expert ids may be read before griddepcontrol.wait */
+
 static size_t tc_smem(int v, int mt8, int64_t k)
 {
 	const size_t xb = (size_t)mt8 * 8 * (size_t)(k + 8) * 2;
@@ -835,11 +868,13 @@ static int tc_mt8(int v, int m, int64_t k)
 template <int V, int MT8, typename TY>
 static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
 			  const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t y_ld,
-			  int64_t ygs, cudaStream_t st)
+			  int64_t ygs, unsigned flags, cudaStream_t st)
 {
+	const bool gated = flags & TC_GATED;
 	const int kg = tc_kgroups(w->n, w->k, groups);
-	const int64_t rows_per_block = 16 * (8 / kg);
-	const int64_t blocks = (w->n + rows_per_block - 1) / rows_per_block * groups;
+	/* output rows: a warp tile is 16 weight rows either way */
+	const int64_t rows = gated ? w->n / 2 : w->n, rows_per_block = (gated ? 8 : 16) * (8 / kg);
+	const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block * groups;
 	/* tc3 over many waves (lm_head): a third block per SM overlaps the
 	 * blocks' starts and ends better than more spans in flight per warp */
 	bool many = false;
@@ -849,23 +884,27 @@ static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t 
 		if (many)
 			kern = nvfp4_tc3_kernel<1, TY, 2, 3>;
 	}
-	static bool raised[2];
-	if (!raised[many]) {
+	if constexpr (V == 3 && std::is_same<TY, __nv_bfloat16>::value) /* the MLP's activation */
+		if (gated)
+			kern = MT8 == 1 && many ? nvfp4_tc3_kernel<MT8, TY, 2, 3, true>
+						: nvfp4_tc3_kernel<MT8, TY, 4, 2, true>;
+	static bool raised[4];
+	if (!raised[many + 2 * gated]) {
 		cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_MAX_SHM);
-		raised[many] = true;
+		raised[many + 2 * gated] = true;
 	}
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute at[1];
 	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
 	at[0].val.programmaticStreamSerializationAllowed = 1;
-	cfg.gridDim = dim3((unsigned)((w->n + rows_per_block - 1) / rows_per_block), (unsigned)groups);
+	cfg.gridDim = dim3((unsigned)((rows + rows_per_block - 1) / rows_per_block), (unsigned)groups);
 	cfg.blockDim = dim3(256);
 	cfg.dynamicSmemBytes = tc_smem(V, MT8, w->k);
 	cfg.stream = st;
 	cfg.attrs = at;
 	cfg.numAttrs = 1;
-	cudaLaunchKernelEx(&cfg, kern, w->d_packed, w->d_scales, (const float *)w->d_alpha, ids, x,
-			   xgs, m, w->n, w->k, kg, y, y_ld, ygs);
+	cudaLaunchKernelEx(&cfg, kern, w->d_packed, w->d_scales, (const float *)w->d_alpha, ids,
+			   (int)!!(flags & TC_IDS_READY), x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
 }
 
 /* M below which the CUDA-core kernel wins (measured on the H200, see
@@ -881,7 +920,7 @@ static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t 
 template <typename TY>
 static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
 		   const __nv_bfloat16 *x, int64_t xgs, int m, TY *y, int64_t ygs,
-		   enum lynn_cuda_path path, cudaStream_t st)
+		   enum lynn_cuda_path path, unsigned flags, cudaStream_t st)
 {
 	int gmax = 8;
 	while (gmax > 1 && (int64_t)gmax * w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
@@ -891,7 +930,7 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 		/* token tiles of 8, 16, 32 or 64 per launch, more as further passes */
 		typedef void (*tc_launch)(const struct lynn_cuda_nvfp4_weight *, const int32_t *, int,
 					  const __nv_bfloat16 *, int64_t, int, TY *, int64_t, int64_t,
-					  cudaStream_t);
+					  unsigned, cudaStream_t);
 		static const tc_launch tc[2][4] = {
 			{ launch_tc_pdl<2, 1, TY>, launch_tc_pdl<2, 2, TY>, launch_tc_pdl<2, 4, TY>,
 			  launch_tc_pdl<2, 8, TY> },
@@ -901,10 +940,11 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 		const int v = path == LYNN_CUDA_PATH_TC2 ? 2 : 3;
 		const int mt8 = tc_mt8(v, m, w->k);
 		const tc_launch f = tc[v - 2][mt8 == 1 ? 0 : mt8 == 2 ? 1 : mt8 == 4 ? 2 : 3];
+		const int64_t ncols = flags & TC_GATED ? w->n / 2 : w->n;
 		for (int m0 = 0; m0 < m; m0 += mt8 * 8) {
 			const int mm = m - m0 < mt8 * 8 ? m - m0 : mt8 * 8;
-			f(w, ids, groups, x + (int64_t)m0 * w->k, xgs, mm, y + (int64_t)m0 * w->n, w->n,
-			  ygs, st);
+			f(w, ids, groups, x + (int64_t)m0 * w->k, xgs, mm, y + (int64_t)m0 * ncols, ncols,
+			  ygs, flags, st);
 		}
 		return;
 	}
@@ -938,7 +978,7 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 
 static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int groups,
 	       const void *d_x, int64_t xgs, int m, void *d_y, enum lynn_cuda_out out,
-	       enum lynn_cuda_path path, lynn_stream_t stream, struct lynn_err *err)
+	       enum lynn_cuda_path path, unsigned flags, lynn_stream_t stream, struct lynn_err *err)
 {
 	const __nv_bfloat16 *x = (const __nv_bfloat16 *)d_x;
 	cudaStream_t st = (cudaStream_t)stream;
@@ -950,7 +990,7 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 		return lynn_errf(err, -LYNN_EINVAL,
 				 "cuda: nvfp4 gemm: bad arguments (m %d, n %lld, k %lld; K %% 32 == 0)",
 				 m, (long long)(w ? w->n : 0), (long long)(w ? w->k : 0));
-	ygs = (int64_t)m * w->n;
+	ygs = (int64_t)m * (flags & TC_GATED ? w->n / 2 : w->n);
 	mma_ok = w->n % MMA_BN == 0 && w->k % MMA_BK == 0;
 	/* tc2, tc3: whether one token tile fits (tc3 also needs whole spans) */
 	tc2_ok = tc_smem(2, 1, w->k) <= TC_MAX_SHM;
@@ -970,9 +1010,9 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 	if (path == LYNN_CUDA_PATH_MMA && !mma_ok)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
 	if (out == LYNN_CUDA_OUT_F32)
-		launch(w, ids, groups, x, xgs, m, (float *)d_y, ygs, path, st);
+		launch(w, ids, groups, x, xgs, m, (float *)d_y, ygs, path, flags, st);
 	else
-		launch(w, ids, groups, x, xgs, m, (__nv_bfloat16 *)d_y, ygs, path, st);
+		launch(w, ids, groups, x, xgs, m, (__nv_bfloat16 *)d_y, ygs, path, flags, st);
 	LYNN_CUDA_CHECK_LAUNCH();
 	return 0;
 }
@@ -982,14 +1022,14 @@ extern "C" int lynn_cuda_nvfp4_gemm_path(const struct lynn_cuda_nvfp4_weight *w,
 					 enum lynn_cuda_path path, lynn_stream_t stream,
 					 struct lynn_err *err)
 {
-	return run(w, NULL, 1, d_x, 0, m, d_y, out, path, stream, err);
+	return run(w, NULL, 1, d_x, 0, m, d_y, out, path, 0, stream, err);
 }
 
 extern "C" int lynn_cuda_nvfp4_gemm(const struct lynn_cuda_nvfp4_weight *w, const void *d_x,
 				    int m, void *d_y, enum lynn_cuda_out out, lynn_stream_t stream,
 				    struct lynn_err *err)
 {
-	return run(w, NULL, 1, d_x, 0, m, d_y, out, LYNN_CUDA_PATH_AUTO, stream, err);
+	return run(w, NULL, 1, d_x, 0, m, d_y, out, LYNN_CUDA_PATH_AUTO, 0, stream, err);
 }
 
 extern "C" int lynn_cuda_nvfp4_moe_gemm(const struct lynn_cuda_nvfp4_weight *w,
@@ -1000,7 +1040,31 @@ extern "C" int lynn_cuda_nvfp4_moe_gemm(const struct lynn_cuda_nvfp4_weight *w,
 {
 	if (n_sel < 1 || !d_ids)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 moe: no experts selected");
-	return run(w, d_ids, n_sel, d_x, x_group_stride, m, d_y, out, path, stream, err);
+	return run(w, d_ids, n_sel, d_x, x_group_stride, m, d_y, out, path, 0, stream, err);
+}
+
+/* The gate/up launch waits for the router's ids before it lets the next
+ * kernel start, so the down launch may read them before its own wait. */
+extern "C" int lynn_cuda_nvfp4_moe_mlp(const struct lynn_cuda_nvfp4_weight *gate_up,
+				       const struct lynn_cuda_nvfp4_weight *down,
+				       const int32_t *d_ids, int n_sel, const void *d_x,
+				       int64_t x_group_stride, int m, void *d_act, void *d_y,
+				       enum lynn_cuda_out out, lynn_stream_t stream,
+				       struct lynn_err *err)
+{
+	if (n_sel < 1 || !d_ids || !d_act)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 moe mlp: no experts selected");
+	if (!gate_up || !down || gate_up->n % 2 || down->k != gate_up->n / 2 ||
+	    gate_up->k % 128 || down->k % 128 || down->n_experts != gate_up->n_experts)
+		return lynn_errf(err, -LYNN_EINVAL,
+				 "cuda: nvfp4 moe mlp: gate/up must be [E, 2I, H] and down [E, H', I] "
+				 "with H and I multiples of 128");
+	int rc = run(gate_up, d_ids, n_sel, d_x, x_group_stride, m, d_act, LYNN_CUDA_OUT_BF16,
+		     LYNN_CUDA_PATH_TC3, TC_GATED, stream, err);
+	if (rc)
+		return rc;
+	return run(down, d_ids, n_sel, d_act, (int64_t)m * down->k, m, d_y, out, LYNN_CUDA_PATH_AUTO,
+		   TC_IDS_READY, stream, err);
 }
 
 /* ===== cuBLASLt BF16 ===== */

@@ -2,7 +2,7 @@
  * bench_cuda_nvfp4.cu - correctness and speed of kernels/nvfp4_*.cu on one
  * GPU. Self-contained (nvcc + cuBLASLt + the plain-C twins in src/), so it
  * builds on a machine without lynn's other dependencies:
- *   sh tests/bench/cuda_nvfp4.sh OUTDIR
+ *   sh tests/bench/cuda_nvfp4.sh OUTDIR [--check-only | --time-m1]
  *
  * Correctness (every call on fresh random inputs, output poisoned with NaN
  * first): each NVFP4 kernel path and the CPU twin against an f64 reference
@@ -365,6 +365,71 @@ static void check_moe(int64_t e, int64_t n, int64_t k, int m, bool shared_x)
 	dfree(d);
 }
 
+/* The expert MLP (lynn_cuda_nvfp4_moe_mlp): the fused activation against
+ * silu(gate) * up of the f64 reference (bf16 tolerance), then the down
+ * product against the f64 reference over the activation the kernel wrote
+ * (so that its bf16 rounding is not counted twice). */
+static void check_moe_mlp(int64_t e, int64_t h, int64_t inter, int m, bool shared_x)
+{
+	hweight gu, dn;
+	make_weight(gu, e, 2 * inter, h);
+	make_weight(dn, e, h, inter);
+	dweight dgu = upload(gu), ddn = upload(dn);
+	const int nsel = 5;
+	int32_t ids[nsel];
+	for (int g = 0; g < nsel; g++)
+		ids[g] = (int32_t)(rnd() % e);
+	ids[3] = ids[0]; /* a repeated expert */
+	const int64_t xs = shared_x ? 0 : (int64_t)m * h;
+	std::vector<float> x((size_t)((shared_x ? 1 : nsel) * m * h));
+	std::vector<uint16_t> xb(x.size()), ab((size_t)(nsel * m * inter));
+	for (size_t i = 0; i < x.size(); i++) {
+		xb[i] = bf16_bits(frand());
+		x[i] = bf16_f(xb[i]);
+	}
+	std::vector<float> y((size_t)(nsel * m * h)), act(ab.size());
+	void *dx, *da, *dy, *did;
+	CK(cudaMalloc(&dx, xb.size() * 2));
+	CK(cudaMalloc(&da, ab.size() * 2));
+	CK(cudaMalloc(&dy, y.size() * 4));
+	CK(cudaMalloc(&did, sizeof ids));
+	CK(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(did, ids, sizeof ids, cudaMemcpyHostToDevice));
+	CK(cudaMemset(da, 0xff, ab.size() * 2)); /* poison: NaN */
+	CK(cudaMemset(dy, 0xff, y.size() * 4));
+	LY(lynn_cuda_nvfp4_moe_mlp(&dgu.v, &ddn.v, (const int32_t *)did, nsel, dx, xs, m, da, dy,
+				   LYNN_CUDA_OUT_F32, NULL, &e_));
+	CK(cudaDeviceSynchronize());
+	CK(cudaMemcpy(ab.data(), da, ab.size() * 2, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
+	errstat sa, sy;
+	for (int g = 0; g < nsel; g++)
+		for (int i = 0; i < m; i++) {
+			const float *xi = &x[(size_t)(g * xs + i * h)];
+			float *ai = &act[(size_t)((g * m + i) * inter)];
+			for (int64_t r = 0; r < inter; r++) {
+				const double gate = ref_dot(gu, ids[g], r, xi), up = ref_dot(gu, ids[g], inter + r, xi);
+				ai[r] = bf16_f(ab[(size_t)((g * m + i) * inter + r)]);
+				sa.add(ai[r], gate / (1.0 + exp(-gate)) * up);
+			}
+			for (int64_t r = 0; r < h; r++)
+				sy.add(y[(size_t)((g * m + i) * h + r)], ref_dot(dn, ids[g], r, ai));
+		}
+	char what[128];
+	snprintf(what, sizeof what, "moe mlp act bf16 E=%lld h=%lld i=%lld m=%d x=%s", (long long)e,
+		 (long long)h, (long long)inter, m, shared_x ? "shared" : "per-expert");
+	verdict(what, sa, TOL_BF16);
+	snprintf(what, sizeof what, "moe mlp down f32 E=%lld h=%lld i=%lld m=%d", (long long)e,
+		 (long long)h, (long long)inter, m);
+	verdict(what, sy, TOL_F32);
+	cudaFree(dx);
+	cudaFree(da);
+	cudaFree(dy);
+	cudaFree(did);
+	dfree(dgu);
+	dfree(ddn);
+}
+
 /* The swizzled scale layout and the activation quantizer (the parts of the
  * Blackwell path that run on any GPU). */
 static void check_fp4_helpers(void)
@@ -526,6 +591,9 @@ template <typename F> static double time_graph_us(F f, int iters)
 	return ms * 1e3 / (2.0 * iters);
 }
 
+/* --time-m1: timings at M = 1 and 4 only, no checks, no large-M table */
+static bool time_small;
+
 static void *dev_random(size_t bytes)
 {
 	std::vector<uint8_t> h(bytes);
@@ -583,6 +651,8 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 	CK(cudaMemset(dx_big, 0, (size_t)(1024 * k) * 2));
 	CK(cudaMalloc(&dy_big, (size_t)(1024 * n) * 2));
 	for (int m : { 64, 256, 1024 }) {
+		if (time_small)
+			break;
 		const int it = n > 100000 ? 5 : 50;
 		double tq = time_graph_us([&](int i) {
 			LY(lynn_cuda_nvfp4_gemm_blas(blas, &w4[(size_t)(i % nc4)].v, dx_big, m, dscr, dy_big,
@@ -605,7 +675,7 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 	cudaFree(dx_big);
 	cudaFree(dy_big);
 	int ms[4] = { 1, 4, 16, 64 };
-	for (int mi = 0; mi < 4; mi++) {
+	for (int mi = 0; mi < (time_small ? 2 : 4); mi++) {
 		int m = ms[mi];
 		double t[LYNN_CUDA_PATH_COUNT], tb, tg, tg2, tbg;
 		const int it = n > 100000 ? 20 : 200;
@@ -709,7 +779,7 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 	CK(cudaMalloc(&dy, (size_t)(64 * 8 * H) * 4));
 	int ms[4] = { 1, 4, 16, 64 }, us[4] = { 8, 30, 102, 222 };
 	const int nsets = 16;
-	for (int mi = 0; mi < 4; mi++) {
+	for (int mi = 0; mi < (time_small ? 2 : 4); mi++) {
 		int m = ms[mi], u = us[mi];
 		int t = (int)lround(8.0 * m / u);
 		if (t < 1)
@@ -741,6 +811,13 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		for (int p = 0; p < LYNN_CUDA_PATH_COUNT; p++)
 			tp[p] = time_us([&](int i) { layer(i, p); }, 100);
 		tpg = time_graph_us([&](int i) { layer(i, 0); }, 100);
+		/* the expert MLP call: silu(gate) * up fused, down's loads early */
+		auto mlp = [&](int i) {
+			LY(lynn_cuda_nvfp4_moe_mlp(&gu.v, &dn.v, did + (i % nsets) * u, u, dx,
+						   m == 1 ? 0 : (int64_t)t * H, t, dh, dy,
+						   LYNN_CUDA_OUT_BF16, bst, &e_));
+		};
+		const double tm = time_us(mlp, 100), tmg = time_graph_us(mlp, 100);
 		tpg2 = time_graph_us([&](int i) { layer(i, LYNN_CUDA_PATH_TC2); }, 100);
 		double tb = time_us([&](int i) {
 			const std::vector<int32_t> &set = hsets[(size_t)(i % nsets)];
@@ -765,14 +842,19 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 		       "(tc2 %.2f us %3.0f%%)\n",
 		       m, u, t, tpg, bwg / 1e9, 100 * bwg / copybw, tpg2,
 		       100 * bytes / (tpg2 * 1e-6) / copybw);
+		printf("moe M=%-3d U=%-3d t=%d expert MLP call (activation fused): b2b %8.2f us (%3.0f%%) "
+		       "graph %8.2f us (%3.0f%%)\n",
+		       m, u, t, tm, 100 * bytes / (tm * 1e-6) / copybw, tmg,
+		       100 * bytes / (tmg * 1e-6) / copybw);
 		fprintf(jout,
 			"{\"bench\":\"moe\",\"m\":%d,\"experts\":%d,\"tokens_per_expert\":%d,"
 			"\"us_auto\":%.2f,\"us_gemv\":%.2f,\"us_mma\":%.2f,"
 			"\"us_tc2\":%.2f,\"us_tc3\":%.2f,\"us_bf16_loop\":%.2f,"
 			"\"gbps\":%.1f,\"frac_copy\":%.3f,\"speedup\":%.3f,\"us_auto_graph\":%.2f,"
-			"\"us_tc2_graph\":%.2f,\"frac_copy_graph\":%.3f}\n",
+			"\"us_tc2_graph\":%.2f,\"frac_copy_graph\":%.3f,\"us_mlp\":%.2f,"
+			"\"us_mlp_graph\":%.2f,\"frac_copy_mlp_graph\":%.3f}\n",
 			m, u, t, tp[0], tp[1], tp[2], tp[3], tp[4], tb, bw / 1e9, bw / copybw,
-			tb / tp[0], tpg, tpg2, bwg / copybw);
+			tb / tp[0], tpg, tpg2, bwg / copybw, tm, tmg, bytes / (tmg * 1e-6) / copybw);
 		if (m == 1)
 			for (int kg = 1; kg <= 8; kg *= 2) {
 				lynn_cuda_nvfp4_tc_tune(kg);
@@ -801,6 +883,7 @@ int main(int argc, char **argv)
 	char path[1024];
 	cudaDeviceProp prop;
 	bool quick = argc > 2 && !strcmp(argv[2], "--check-only");
+	time_small = argc > 2 && !strcmp(argv[2], "--time-m1");
 
 	snprintf(path, sizeof path, "%s/bench_cuda_nvfp4.jsonl", out);
 	jout = fopen(path, "w");
@@ -813,41 +896,49 @@ int main(int argc, char **argv)
 	       prop.multiProcessorCount, prop.l2CacheSize >> 20);
 	fprintf(jout, "{\"device\":\"%s\",\"cc\":%d}\n", prop.name, prop.major * 10 + prop.minor);
 
-	/* correctness */
-	int mlist[] = { 1, 2, 3, 5, 8, 16, 17, 33, 64, 65 };
-	for (int m : mlist)
-		check_dense(128, 256, m, 1 << 30);
-	check_dense(192, 96, 3, 1 << 30);   /* K % 64 != 0: gemv only */
-	check_dense(64, 32, 2, 1 << 30);    /* smallest K */
-	check_dense(100, 160, 5, 1 << 30);  /* N % 16 != 0, K not a whole 128-span */
-	check_dense(64, 4096, 3, 1 << 30);  /* tc2: 4 laps of its ring; tc3: 4 spans a warp */
-	check_dense(100, 384, 5, 1 << 30);  /* tc3: N % 16 != 0, 3 spans split unevenly over K groups */
-	check_dense(25600, 768, 2, 512);    /* tc3: 6 spans a warp, its 4-span window refilled twice */
-	for (int m : { 1, 4, 16, 64 }) {
-		check_dense(8192, 2048, m, 512);
-		check_dense(1024, 2048, m, 512);
-		check_dense(2048, 512, m, 512);
-		check_dense(248320, 2048, m, 256);
-	}
-	check_moe(8, 128, 256, 1, true);
-	check_moe(8, 128, 256, 3, false);
-	check_moe(16, 64, 512, 17, false);
-	check_fp4_helpers();
-	{
-		struct lynn_err e = { 0, { 0 } };
-		struct lynn_cublas *b = lynn_cuda_blas_create(&e);
-		if (!b) {
-			fprintf(stderr, "%s\n", e.msg);
-			return 3;
+	/* correctness (not with --time-m1) */
+	if (!time_small) {
+		int mlist[] = { 1, 2, 3, 5, 8, 16, 17, 33, 64, 65 };
+		for (int m : mlist)
+			check_dense(128, 256, m, 1 << 30);
+		check_dense(192, 96, 3, 1 << 30);   /* K % 64 != 0: gemv only */
+		check_dense(64, 32, 2, 1 << 30);    /* smallest K */
+		check_dense(100, 160, 5, 1 << 30);  /* N % 16 != 0, K not a whole 128-span */
+		check_dense(64, 4096, 3, 1 << 30);  /* tc2: 4 laps of its ring; tc3: 4 spans a warp */
+		check_dense(100, 384, 5, 1 << 30);  /* tc3: N % 16 != 0, 3 spans split unevenly over K groups */
+		check_dense(25600, 768, 2, 512);    /* tc3: 6 spans a warp, its 4-span window refilled twice */
+		for (int m : { 1, 4, 16, 64 }) {
+			check_dense(8192, 2048, m, 512);
+			check_dense(1024, 2048, m, 512);
+			check_dense(2048, 512, m, 512);
+			check_dense(248320, 2048, m, 256);
 		}
-		check_blas(256, 512, 64, b);
-		check_blas(1000, 2048, 300, b); /* N not a multiple of anything, M in the hundreds */
-		int rc = b ? lynn_cuda_fp4_gemm(b, NULL, NULL, NULL, NULL, 1.0f, 1, 64, 64, NULL, NULL, &e) : -1;
-		bool ok = prop.major >= 10 || rc == -LYNN_EUNSUPPORTED;
-		printf("%-58s rc %d (%s) %s\n", "fp4 gemm refused below cc 10", rc, e.msg,
-		       ok ? "PASS" : "FAIL");
-		ok ? n_pass++ : n_fail++;
-		lynn_cuda_blas_free(b);
+		check_moe(8, 128, 256, 1, true);
+		check_moe(8, 128, 256, 3, false);
+		check_moe(16, 64, 512, 17, false);
+		check_moe_mlp(8, 256, 128, 1, true);
+		check_moe_mlp(8, 256, 128, 3, false);
+		check_moe_mlp(8, 384, 256, 17, false); /* three token tiles of 8 */
+		check_moe_mlp(8, 256, 128, 65, false); /* two passes of 64 tokens */
+		check_moe_mlp(16, 2048, 512, 1, true);  /* the model's shapes */
+		check_moe_mlp(16, 2048, 512, 4, false);
+		check_fp4_helpers();
+		{
+			struct lynn_err e = { 0, { 0 } };
+			struct lynn_cublas *b = lynn_cuda_blas_create(&e);
+			if (!b) {
+				fprintf(stderr, "%s\n", e.msg);
+				return 3;
+			}
+			check_blas(256, 512, 64, b);
+			check_blas(1000, 2048, 300, b); /* N not a multiple of anything, M in the hundreds */
+			int rc = b ? lynn_cuda_fp4_gemm(b, NULL, NULL, NULL, NULL, 1.0f, 1, 64, 64, NULL, NULL, &e) : -1;
+			bool ok = prop.major >= 10 || rc == -LYNN_EUNSUPPORTED;
+			printf("%-58s rc %d (%s) %s\n", "fp4 gemm refused below cc 10", rc, e.msg,
+			       ok ? "PASS" : "FAIL");
+			ok ? n_pass++ : n_fail++;
+			lynn_cuda_blas_free(b);
+		}
 	}
 	printf("correctness: %d passed, %d failed\n", n_pass, n_fail);
 	fprintf(jout, "{\"correctness_pass\":%d,\"correctness_fail\":%d}\n", n_pass, n_fail);
