@@ -685,15 +685,22 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	 * on the previous kernel, X does */
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	asm volatile("griddepcontrol.wait;" ::: "memory");
-	tc_stage_x<MT8>(xs, xld, x + (int64_t)g * x_group_stride, m, k32);
-	/* token rows past M read the last staged row instead (their columns
-	 * are not stored), so no uninitialised shared memory is read */
+	/* One token tile in the 4-span configuration (grids of one wave or so)
+	 * reads X straight from global memory (L1), so no warp waits at a
+	 * barrier for the block's X staging: MoE layer at M = 1 -5%; grids of
+	 * many waves (lm_head) were 2% slower so, and stage it. Token rows past
+	 * M read the last token's row (their columns are not stored), so no
+	 * uninitialised memory is read. */
+	constexpr bool x_direct = MT8 == 1 && D >= 4;
 	const int mm = m < MT8 * 8 ? m : MT8 * 8;
 	int xo[MT8];
 #pragma unroll
 	for (int t = 0; t < MT8; t++)
-		xo[t] = (t * 8 + gq < mm ? t * 8 + gq : mm - 1) * xld;
-	const __nv_bfloat16 *xr = xs + s0 * 128 + 32 * c;
+		xo[t] = (t * 8 + gq < mm ? t * 8 + gq : mm - 1) * (x_direct ? k32 : xld);
+	const __nv_bfloat16 *xr = x_direct ? x + (int64_t)g * x_group_stride + s0 * 128 + 32 * c
+					   : xs + s0 * 128 + 32 * c;
+	if (!x_direct)
+		tc_stage_x<MT8>(xs, xld, x + (int64_t)g * x_group_stride, m, k32);
 #pragma unroll 1
 	for (int base = 0; base < my; base += D) {
 #pragma unroll
