@@ -81,6 +81,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The sm_90 kernels also carry their PTX, so that a newer GPU can run them
+# (lynn_cuda_nvfp4_linear's fallback where the native FP4 path does not apply).
+$(BUILD)/kernels/nvfp4_gemm.o: NVFLAGS += -gencode arch=compute_90,code=compute_90
+
 # The Blackwell FP4 path (untested on hardware) is also built for sm_100a/sm_120a.
 $(BUILD)/kernels/nvfp4_fp4.o: NVFLAGS += -gencode arch=compute_100a,code=sm_100a \
 	-gencode arch=compute_120a,code=sm_120a

@@ -141,6 +141,31 @@ int lynn_cuda_fp4_gemm(struct lynn_cublas *b, const uint8_t *d_wq,
 		       const uint8_t *d_x_scales_swizzled, float alpha, int m, int64_t n,
 		       int64_t k, void *d_y, lynn_stream_t stream, struct lynn_err *err);
 
+/* ===== The linear a runner calls: the path chosen at run time =====
+ * (kernels/nvfp4_linear.cu) On compute capability >= 10, for a W4A4
+ * checkpoint (x_alpha > 0: the input's tensor multiplier) with N % 32 == 0,
+ * the native FP4 path above (UNTESTED ON HARDWARE); otherwise the sm_90
+ * kernels (lynn_cuda_nvfp4_gemm, W4A16), which is what runs on the H200.
+ * init reads the weight's alpha and, for the native path, keeps a swizzled
+ * copy of its scales (freed by lynn_cuda_nvfp4_linear_free). */
+struct lynn_cuda_nvfp4_linear {
+	struct lynn_cuda_nvfp4_weight w; /* a plain linear */
+	float x_alpha, w_alpha;          /* input and weight tensor multipliers */
+	int cc;                          /* the device's compute capability at init */
+	int native;                      /* 1: the FP4 path is taken */
+	uint8_t *d_scales_sw;            /* native: the swizzled weight scales */
+};
+int lynn_cuda_nvfp4_linear_init(struct lynn_cuda_nvfp4_linear *l,
+				const struct lynn_cuda_nvfp4_weight *w, float x_alpha,
+				struct lynn_err *err);
+void lynn_cuda_nvfp4_linear_free(struct lynn_cuda_nvfp4_linear *l);
+/* Bytes of d_scratch that run needs for M tokens (0 off the native path). */
+int64_t lynn_cuda_nvfp4_linear_scratch(const struct lynn_cuda_nvfp4_linear *l, int m);
+/* Y[M,N] bf16 = X[M,K] bf16 * W^T; b may be NULL off the native path. */
+int lynn_cuda_nvfp4_linear_run(struct lynn_cublas *b, const struct lynn_cuda_nvfp4_linear *l,
+			       const void *d_x, int m, void *d_scratch, void *d_y,
+			       lynn_stream_t stream, struct lynn_err *err);
+
 /* The current device's compute capability (major*10 + minor), or negative. */
 int lynn_cuda_device_cc(struct lynn_err *err);
 

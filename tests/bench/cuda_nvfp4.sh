@@ -15,6 +15,6 @@ for f in src/formats/nvfp4.c src/formats/dtype.c src/cpu/nvfp4_matmul.c src/core
 done
 $NVCC -O3 -std=c++17 -Iinclude -Ikernels -gencode arch=compute_90,code=sm_90 $NVCCFLAGS \
 	-o "$B/bench_cuda_nvfp4" tests/bench/bench_cuda_nvfp4.cu kernels/nvfp4_gemm.cu \
-	kernels/nvfp4_fp4.cu "$B"/nvfp4.o "$B"/dtype.o "$B"/nvfp4_matmul.o "$B"/err.o "$B"/pool.o \
+	kernels/nvfp4_fp4.cu kernels/nvfp4_linear.cu "$B"/nvfp4.o "$B"/dtype.o "$B"/nvfp4_matmul.o "$B"/err.o "$B"/pool.o \
 	-lcublasLt -lpthread
 "$B/bench_cuda_nvfp4" "$OUT" "$@"
