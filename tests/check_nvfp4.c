@@ -335,9 +335,16 @@ END_TEST
 
 /* ===== CPU kernel vs f64 ===== */
 
+/* (K, M): the SIMD path for 1..4 tokens (and an odd block count, which
+ * ends its two-accumulator loop with a single block), the many-token path */
+static const struct {
+	int64_t k, m;
+} cpu_kernel_cases[] = { { 96, 1 }, { 80, 1 }, { 80, 2 }, { 96, 3 }, { 80, 4 }, { 96, 6 }, { 80, 9 } };
+
 START_TEST(test_cpu_kernel)
 {
-	const int64_t N = 37, K = 96, M = 6, LDX = 100, LDY = 41;
+	const int64_t N = 37, K = cpu_kernel_cases[_i].k, M = cpu_kernel_cases[_i].m, LDX = 100,
+		      LDY = 41;
 	uint8_t *P = malloc((size_t)(N * K / 2)), *S = malloc((size_t)(N * K / 16));
 	float *x = malloc(sizeof(float) * (size_t)(M * LDX)), *y = malloc(sizeof(float) * (size_t)(M * LDY));
 	float *y2 = malloc(sizeof(float) * (size_t)(M * N));
@@ -908,7 +915,8 @@ Suite *nvfp4_suite(void)
 	tcase_add_test(tc, test_dequant_matches_torch);
 	tcase_add_test(tc, test_quantize_bounds);
 	tcase_add_test(tc, test_scan_rules);
-	tcase_add_test(tc, test_cpu_kernel);
+	tcase_add_loop_test(tc, test_cpu_kernel, 0,
+			    (int)(sizeof cpu_kernel_cases / sizeof cpu_kernel_cases[0]));
 	suite_add_tcase(s, tc);
 	TCase *tq = tcase_create("quantize");
 	tcase_set_timeout(tq, 300);

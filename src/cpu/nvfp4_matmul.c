@@ -1,11 +1,14 @@
 /*
  * nvfp4_matmul.c - CPU NVFP4 x f32 products (include/lynn/cpu_nvfp4.h).
  *
- * One 8-byte load of packed weights gives a block's 8 low nibbles (even k)
- * and 8 high nibbles (odd k) as two vectors, decoded with a table permute
- * and put back in k order with unpack + permute2f128 (once per block,
- * shared by all activation rows). Block sums are scaled by the E4M3 block
- * scale, the row sum by alpha: q*s is exact, so only f32 summation rounds.
+ * AVX2: 4 packed bytes (8 weights) are broadcast to the 8 lanes and shifted
+ * right by 0, 4, ..., 28, which leaves nibble j of the word in lane j's low
+ * bits, i.e. in k order; a table permute (which reads the low 3 bits) gives
+ * |q|, and the nibble's sign bit shifted to bit 31 is xor-ed in. One
+ * shuffle-port operation per 8 weights, shared by up to 4 activation rows.
+ * A row's E4M3 block scales are converted 8 at a time. Block sums are
+ * scaled by the block scale, the row sum by alpha: q*s is exact, so only
+ * f32 summation rounds.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -94,26 +97,70 @@ __attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
-/* One 16-element block's 8 packed bytes -> q (unscaled E2M1 values) in k
- * order: q0 = elements 0..7, q1 = 8..15 (a table permute per nibble, the
- * sign xor-ed in). */
-__attribute__((target("avx2,fma"))) static inline void dec16_avx2(const uint8_t *p8, __m256 *q0,
-								 __m256 *q1)
+/* 4 packed bytes -> the 8 unscaled E2M1 values in k order (low nibble
+ * first: nibble j of the little-endian word is element j). */
+__attribute__((target("avx2,fma"))) static inline __m256 dec8_avx2(const uint8_t *p4)
 {
 	const __m256 tbl = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
-	const __m256i nib = _mm256_set1_epi32(15), sgn = _mm256_set1_epi32((int)0x80000000u);
-	long long bytes;
-	memcpy(&bytes, p8, 8);
-	__m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
-	__m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi32(v, 4);
-	__m256 qlo = _mm256_permutevar8x32_ps(tbl, lo);
-	__m256 qhi = _mm256_permutevar8x32_ps(tbl, hi);
-	qlo = _mm256_xor_ps(qlo, _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(lo, 28), sgn)));
-	qhi = _mm256_xor_ps(qhi, _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(hi, 28), sgn)));
-	/* back to k order: (0..3|8..11), (4..7|12..15) -> 0..7, 8..15 */
-	__m256 ul = _mm256_unpacklo_ps(qlo, qhi), uh = _mm256_unpackhi_ps(qlo, qhi);
-	*q0 = _mm256_permute2f128_ps(ul, uh, 0x20);
-	*q1 = _mm256_permute2f128_ps(ul, uh, 0x31);
+	const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+	const __m256i sgn = _mm256_set1_epi32((int)0x80000000u);
+	int32_t w;
+	memcpy(&w, p4, 4);
+	__m256i n = _mm256_srlv_epi32(_mm256_set1_epi32(w), shifts);
+	__m256 q = _mm256_permutevar8x32_ps(tbl, n);
+	return _mm256_xor_ps(q, _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(n, 28), sgn)));
+}
+
+/* A row's block scales (nb E4M3 bytes, nb % 8 == 0 or not) -> floats. */
+__attribute__((target("avx2,fma"))) static void scales_avx2(const uint8_t *S, int64_t nb, float *out)
+{
+	int64_t b = 0;
+	for (; b + 8 <= nb; b += 8) {
+		long long v;
+		memcpy(&v, S + b, 8);
+		__m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v));
+		e = _mm256_slli_epi32(_mm256_and_si256(e, _mm256_set1_epi32(0x7f)), 20);
+		_mm256_storeu_ps(out + b, _mm256_mul_ps(_mm256_castsi256_ps(e), _mm256_set1_ps(0x1p120f)));
+	}
+	for (; b < nb; b++)
+		out[b] = e4m3_fast(S[b]);
+}
+
+/* Rows longer than this go through the portable path (the scale buffer). */
+#define MAX_BLOCKS 1024
+
+/* One row (packed P, block scales sc) against MM tokens (1..4, a constant
+ * where it is inlined, so that the accumulators stay in registers); for one
+ * or two tokens, two accumulators a token (even and odd blocks) halve the
+ * FMA chain. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+row_tokens(const uint8_t *P, const float *sc, int64_t nb, const float *x, int64_t ldx, const int MM,
+	   float *out)
+{
+	const int H = MM <= 2 ? 2 : 1;
+	__m256 acc[4][2];
+#pragma GCC unroll 4
+	for (int j = 0; j < MM; j++)
+		acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+	for (int64_t b0 = 0; b0 < nb; b0 += H)
+#pragma GCC unroll 2
+		for (int h = 0; h < H; h++) {
+			const int64_t b = b0 + h;
+			if (h && b >= nb)
+				break;
+			const __m256 q0 = dec8_avx2(P + b * 8), q1 = dec8_avx2(P + b * 8 + 4);
+			const __m256 s = _mm256_broadcast_ss(sc + b);
+#pragma GCC unroll 4
+			for (int j = 0; j < MM; j++) {
+				const float *xr = x + j * ldx + b * 16;
+				__m256 t = _mm256_mul_ps(q1, _mm256_loadu_ps(xr + 8));
+				t = _mm256_fmadd_ps(q0, _mm256_loadu_ps(xr), t);
+				acc[j][h] = _mm256_fmadd_ps(t, s, acc[j][h]);
+			}
+		}
+#pragma GCC unroll 4
+	for (int j = 0; j < MM; j++)
+		out[j] = hsum256(_mm256_add_ps(acc[j][0], acc[j][1]));
 }
 
 __attribute__((target("avx2,fma"))) static void
@@ -121,26 +168,22 @@ rows_avx2(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t 
 	  int64_t r1, float *y, int64_t ldy, bool accumulate)
 {
 	const int64_t nb = w->k / 16, k = w->k;
+	float sc[MAX_BLOCKS], out[4];
 
 	for (int64_t r = r0; r < r1; r++) {
-		const uint8_t *P = w->packed + r * (k / 2), *S = w->scales + r * nb;
+		const uint8_t *P = w->packed + r * (k / 2);
+		scales_avx2(w->scales + r * nb, nb, sc);
 		for (int64_t i0 = 0; i0 < n_tok; i0 += 4) {
-			int mm = n_tok - i0 < 4 ? (int)(n_tok - i0) : 4;
-			__m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(),
-					  _mm256_setzero_ps(), _mm256_setzero_ps() };
-			for (int64_t b = 0; b < nb; b++) {
-				__m256 q0, q1;
-				dec16_avx2(P + b * 8, &q0, &q1);
-				__m256 s = _mm256_set1_ps(e4m3_fast(S[b]));
-				for (int j = 0; j < mm; j++) {
-					const float *xr = x + (i0 + j) * ldx + b * 16;
-					__m256 t = _mm256_mul_ps(q1, _mm256_loadu_ps(xr + 8));
-					t = _mm256_fmadd_ps(q0, _mm256_loadu_ps(xr), t);
-					acc[j] = _mm256_fmadd_ps(t, s, acc[j]);
-				}
+			const int mm = n_tok - i0 < 4 ? (int)(n_tok - i0) : 4;
+			const float *xi = x + i0 * ldx;
+			switch (mm) {
+			case 1: row_tokens(P, sc, nb, xi, ldx, 1, out); break;
+			case 2: row_tokens(P, sc, nb, xi, ldx, 2, out); break;
+			case 3: row_tokens(P, sc, nb, xi, ldx, 3, out); break;
+			default: row_tokens(P, sc, nb, xi, ldx, 4, out); break;
 			}
 			for (int j = 0; j < mm; j++) {
-				float v = hsum256(acc[j]) * w->alpha;
+				float v = out[j] * w->alpha;
 				if (accumulate)
 					y[(i0 + j) * ldy + r] += v;
 				else
@@ -151,7 +194,8 @@ rows_avx2(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t 
 }
 
 /* Many tokens (prefill): decode a chunk of a row once into f32 (q*s, exact)
- * and reuse it for up to 64 tokens, instead of decoding per 4 tokens. */
+ * and reuse it for up to 64 tokens, 4 tokens a pass over the chunk (each
+ * decoded vector loaded once for 4 products). */
 #define WCHUNK 1024
 #define TGROUP 64
 __attribute__((target("avx2,fma"))) static void
@@ -160,10 +204,11 @@ rows_avx2_many(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int
 {
 	const int64_t k = w->k;
 	float wbuf[WCHUNK] __attribute__((aligned(32)));
-	float sums[TGROUP];
+	float sums[TGROUP], sc[MAX_BLOCKS];
 
 	for (int64_t r = r0; r < r1; r++) {
-		const uint8_t *P = w->packed + r * (k / 2), *S = w->scales + r * (k / 16);
+		const uint8_t *P = w->packed + r * (k / 2);
+		scales_avx2(w->scales + r * (k / 16), k / 16, sc);
 		for (int64_t t0 = 0; t0 < n_tok; t0 += TGROUP) {
 			int64_t nt = n_tok - t0 < TGROUP ? n_tok - t0 : TGROUP;
 			for (int64_t t = 0; t < nt; t++)
@@ -171,13 +216,28 @@ rows_avx2_many(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int
 			for (int64_t c0 = 0; c0 < k; c0 += WCHUNK) {
 				int64_t len = k - c0 < WCHUNK ? k - c0 : WCHUNK;
 				for (int64_t b = 0; b < len / 16; b++) {
-					__m256 q0, q1;
-					dec16_avx2(P + (c0 + b * 16) / 2, &q0, &q1);
-					__m256 s = _mm256_set1_ps(e4m3_fast(S[(c0 + b * 16) / 16]));
-					_mm256_store_ps(wbuf + b * 16, _mm256_mul_ps(q0, s));
-					_mm256_store_ps(wbuf + b * 16 + 8, _mm256_mul_ps(q1, s));
+					const uint8_t *p = P + (c0 + b * 16) / 2;
+					const __m256 s = _mm256_broadcast_ss(sc + (c0 + b * 16) / 16);
+					_mm256_store_ps(wbuf + b * 16, _mm256_mul_ps(dec8_avx2(p), s));
+					_mm256_store_ps(wbuf + b * 16 + 8, _mm256_mul_ps(dec8_avx2(p + 4), s));
 				}
-				for (int64_t t = 0; t < nt; t++) {
+				int64_t t = 0;
+				for (; t + 4 <= nt; t += 4) {
+					const float *xr = x + (t0 + t) * ldx + c0;
+					__m256 a[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(),
+							_mm256_setzero_ps(), _mm256_setzero_ps() };
+					for (int64_t j = 0; j < len; j += 8) {
+						const __m256 wv = _mm256_load_ps(wbuf + j);
+#pragma GCC unroll 4
+						for (int u = 0; u < 4; u++)
+							a[u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xr + u * ldx + j),
+									       a[u]);
+					}
+#pragma GCC unroll 4
+					for (int u = 0; u < 4; u++)
+						sums[t + u] += hsum256(a[u]);
+				}
+				for (; t < nt; t++) {
 					const float *xr = x + (t0 + t) * ldx + c0;
 					__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
 					for (int64_t j = 0; j < len; j += 16) {
@@ -214,7 +274,7 @@ void lynn_cpu_nvfp4_rows(const struct lynn_nvfp4_view *w, const float *x, int64_
 			 bool accumulate)
 {
 #ifdef HAVE_X86
-	if (lynn_cpu_nvfp4_simd()) {
+	if (lynn_cpu_nvfp4_simd() && w->k / 16 <= MAX_BLOCKS) {
 		if (n_tok > 4)
 			rows_avx2_many(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
 		else
