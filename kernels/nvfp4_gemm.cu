@@ -1016,6 +1016,8 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 				 TC_MAX_SHM / 16 - 8);
 	if (path == LYNN_CUDA_PATH_MMA && !mma_ok)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
+	if ((flags & TC_GATED) && (path != LYNN_CUDA_PATH_TC3 || out != LYNN_CUDA_OUT_BF16))
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 gated gate/up runs on tc3 into bf16");
 	if (out == LYNN_CUDA_OUT_F32)
 		launch(w, ids, groups, x, xgs, m, (float *)d_y, ygs, path, flags, st);
 	else
@@ -1059,8 +1061,10 @@ extern "C" int lynn_cuda_nvfp4_moe_mlp(const struct lynn_cuda_nvfp4_weight *gate
 				       enum lynn_cuda_out out, lynn_stream_t stream,
 				       struct lynn_err *err)
 {
-	if (n_sel < 1 || !d_ids || !d_act)
+	if (n_sel < 1 || !d_ids)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 moe mlp: no experts selected");
+	if (!d_act)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 moe mlp: no activation buffer (d_act)");
 	if (!gate_up || !down || gate_up->n % 2 || down->k != gate_up->n / 2 ||
 	    gate_up->k % 128 || down->k % 128 || down->n_experts != gate_up->n_experts)
 		return lynn_errf(err, -LYNN_EINVAL,
