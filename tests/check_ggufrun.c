@@ -116,28 +116,31 @@ START_TEST(test_rows_product)
 		snprintf(nr, sizeof nr, "%s.raw", types[ti]);
 		snprintf(nf, sizeof nf, "%s.f32", types[ti]);
 		const struct lynn_tensor *raw = lynn_st_find(f, nr), *deq = lynn_st_find(f, nf);
-		int64_t no = raw->shape[0], k = deq->shape[1], nt = 5;
+		int64_t no = raw->shape[0], k = deq->shape[1];
 		struct lynn_ggml_view v = { ids[ti], raw->data, no, k, (size_t)raw->shape[1] };
-		float *x = malloc((size_t)(nt * k) * sizeof *x), *y = calloc((size_t)(nt * no), sizeof *y);
-		for (int64_t i = 0; i < nt * k; i++)
-			x[i] = (float)sin(0.37 * (double)i) * 0.5f;
-		for (int pass = 0; pass < 2; pass++) /* second pass: accumulate doubles y */
-			lynn_ggml_rows(&v, x, k, nt, 0, no, y, no, pass == 1);
-		for (int64_t t = 0; t < nt; t++)
-			for (int64_t r = 0; r < no; r++) {
-				double s = 0, a = 0;
-				for (int64_t j = 0; j < k; j++) {
-					double p = (double)((const float *)deq->data)[r * k + j] * x[t * k + j];
-					s += p;
-					a += fabs(p);
+		/* 1..4 tokens: dequantized in registers; 5: through the chunk buffer */
+		for (int64_t nt = 1; nt <= 5; nt++) {
+			float *x = malloc((size_t)(nt * k) * sizeof *x), *y = calloc((size_t)(nt * no), sizeof *y);
+			for (int64_t i = 0; i < nt * k; i++)
+				x[i] = (float)sin(0.37 * (double)i) * 0.5f;
+			for (int pass = 0; pass < 2; pass++) /* second pass: accumulate doubles y */
+				lynn_ggml_rows(&v, x, k, nt, 0, no, y, no, pass == 1);
+			for (int64_t t = 0; t < nt; t++)
+				for (int64_t r = 0; r < no; r++) {
+					double s = 0, a = 0;
+					for (int64_t j = 0; j < k; j++) {
+						double p = (double)((const float *)deq->data)[r * k + j] * x[t * k + j];
+						s += p;
+						a += fabs(p);
+					}
+					/* f32 sums of k terms: error ~ k * 2^-24 * sum|p| */
+					ck_assert_msg(fabs(y[t * no + r] - 2 * s) <= 2 * 1e-5 * a + 1e-30,
+						      "%s t %lld r %lld: %g vs %g", types[ti], (long long)t,
+						      (long long)r, y[t * no + r], 2 * s);
 				}
-				/* f32 sums of k terms: error ~ k * 2^-24 * sum|p| */
-				ck_assert_msg(fabs(y[t * no + r] - 2 * s) <= 2 * 1e-5 * a + 1e-30,
-					      "%s t %lld r %lld: %g vs %g", types[ti], (long long)t,
-					      (long long)r, y[t * no + r], 2 * s);
-			}
-		free(x);
-		free(y);
+			free(x);
+			free(y);
+		}
 	}
 	lynn_st_close(f);
 }

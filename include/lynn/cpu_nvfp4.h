@@ -34,7 +34,7 @@ int lynn_nvfp4_view_init(struct lynn_nvfp4_view *v, enum lynn_nvfp4_format f,
 			 const struct lynn_nvfp4_linear *L, int64_t e, struct lynn_err *err);
 
 /* Y[M,N] (f32, row-major, ld N) = X[M,K] (f32, row-major) * W^T, rows split
- * over `pool` (NULL = caller's thread). */
+ * over `pool` (NULL = caller's thread): lynn_cpu_matmul with an `nv` job. */
 int lynn_cpu_nvfp4_matmul(const struct lynn_nvfp4_view *w, const float *x, int64_t m, float *y,
 			  struct lynn_pool *pool, struct lynn_err *err);
 
@@ -45,6 +45,12 @@ int lynn_cpu_nvfp4_matmul(const struct lynn_nvfp4_view *w, const float *x, int64
 void lynn_cpu_nvfp4_rows(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx,
 			 int64_t n_tok, int64_t r0, int64_t r1, float *y, int64_t ldy,
 			 bool accumulate);
+
+/* Row r's columns c0..c0+len (both multiples of 16) dequantized, times
+ * alpha, into out: what src/cpu/matmul.c's prefill kernel multiplies with
+ * several tokens at once. */
+void lynn_cpu_nvfp4_widen(const struct lynn_nvfp4_view *w, int64_t r, int64_t c0, int64_t len,
+			  float *out);
 
 /* The portable scalar twin (reference for the SIMD one and the CUDA ones). */
 void lynn_cpu_nvfp4_matmul_ref(const struct lynn_nvfp4_view *w, const float *x, int64_t m,

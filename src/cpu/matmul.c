@@ -31,6 +31,7 @@
 #define CHUNK 256         /* columns widened per tile (4 x 256 f32 = 4 KiB) */
 #define DECODE_MAX_TOK 3  /* up to this many tokens: in-register path */
 #define PF_DIST 4096      /* bytes of weights prefetched ahead when decoding */
+#define QUANT_FEW_TOK 4   /* NVFP4 / ggml weights: up to this many tokens, their row kernels */
 
 /* ===== scalar widening (kernel-local, inlined) ===== */
 
@@ -296,6 +297,20 @@ AVX2_FN static inline void transpose8(__m256 r[8])
 	}
 }
 
+/* Row r's columns c0..c0+len as f32: widened, or for a quantized weight
+ * dequantized (c0 is a multiple of OC, so of every block size). */
+AVX2_FN static void tile_row(const struct lynn_mm *m, int64_t r, int64_t c0, int64_t len, float *out)
+{
+	if (m->nv)
+		lynn_cpu_nvfp4_widen(m->nv, r, c0, len, out);
+	else if (m->gg)
+		lynn_ggml_dequant(m->gg->type,
+				  m->gg->data + (size_t)r * m->gg->row_bytes + lynn_ggml_row_bytes(m->gg->type, c0),
+				  len, out);
+	else
+		widen_avx2(m->wdt, m->w, r * m->n_in + c0, len, out);
+}
+
 /* Widen rows o..o+nr (zeros past nr) x columns c0..c0+len into tT[len'][16]. */
 AVX2_FN static void pack_tile(const struct lynn_mm *m, int64_t o, int nr, int64_t c0, int64_t len,
 			      float *tT)
@@ -306,7 +321,7 @@ AVX2_FN static void pack_tile(const struct lynn_mm *m, int64_t o, int nr, int64_
 		for (int r = 0; r < 8; r++) {
 			int rr = half * 8 + r;
 			if (rr < nr)
-				widen_avx2(m->wdt, m->w, (o + rr) * m->n_in + c0, len, rows[r]);
+				tile_row(m, o + rr, c0, len, rows[r]);
 			else
 				memset(rows[r], 0, (size_t)len * sizeof(float));
 			for (int64_t i = len; i < lp; i++)
@@ -515,6 +530,14 @@ static void run_task(void *ud, int64_t i, int tid)
 	const struct task *tk = &rn->tasks[i];
 	const struct lynn_mm *m = &rn->mm[tk->job];
 	(void)tid;
+#if HAVE_X86
+	/* prefill on quantized weights: the outer-product kernel, dequantizing
+	 * its tiles */
+	if ((m->nv || m->gg) && rn->isa == LYNN_CPU_AVX2 && m->n_tok > QUANT_FEW_TOK) {
+		block_prefill_avx2(m, tk->r0, tk->r1);
+		return;
+	}
+#endif
 	if (m->nv) {
 		lynn_cpu_nvfp4_rows(m->nv, m->x, m->ldx, m->n_tok, tk->r0, tk->r1, m->y, m->ldy,
 				    m->accumulate);

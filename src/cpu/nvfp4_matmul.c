@@ -19,6 +19,7 @@
 #define HAVE_X86 1
 #endif
 
+#include "lynn/cpu.h"
 #include "lynn/cpu_nvfp4.h"
 #include "lynn/pool.h"
 
@@ -193,69 +194,16 @@ rows_avx2(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t 
 	}
 }
 
-/* Many tokens (prefill): decode a chunk of a row once into f32 (q*s, exact)
- * and reuse it for up to 64 tokens, 4 tokens a pass over the chunk (each
- * decoded vector loaded once for 4 products). */
-#define WCHUNK 1024
-#define TGROUP 64
-__attribute__((target("avx2,fma"))) static void
-rows_avx2_many(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t n_tok,
-	       int64_t r0, int64_t r1, float *y, int64_t ldy, bool accumulate)
+/* Row r's columns c0..c0+len (multiples of 16) as f32 q*s*alpha. */
+__attribute__((target("avx2,fma"))) static void widen_avx2(const struct lynn_nvfp4_view *w,
+							  int64_t r, int64_t c0, int64_t len, float *out)
 {
-	const int64_t k = w->k;
-	float wbuf[WCHUNK] __attribute__((aligned(32)));
-	float sums[TGROUP], sc[MAX_BLOCKS];
-
-	for (int64_t r = r0; r < r1; r++) {
-		const uint8_t *P = w->packed + r * (k / 2);
-		scales_avx2(w->scales + r * (k / 16), k / 16, sc);
-		for (int64_t t0 = 0; t0 < n_tok; t0 += TGROUP) {
-			int64_t nt = n_tok - t0 < TGROUP ? n_tok - t0 : TGROUP;
-			for (int64_t t = 0; t < nt; t++)
-				sums[t] = 0.0f;
-			for (int64_t c0 = 0; c0 < k; c0 += WCHUNK) {
-				int64_t len = k - c0 < WCHUNK ? k - c0 : WCHUNK;
-				for (int64_t b = 0; b < len / 16; b++) {
-					const uint8_t *p = P + (c0 + b * 16) / 2;
-					const __m256 s = _mm256_broadcast_ss(sc + (c0 + b * 16) / 16);
-					_mm256_store_ps(wbuf + b * 16, _mm256_mul_ps(dec8_avx2(p), s));
-					_mm256_store_ps(wbuf + b * 16 + 8, _mm256_mul_ps(dec8_avx2(p + 4), s));
-				}
-				int64_t t = 0;
-				for (; t + 4 <= nt; t += 4) {
-					const float *xr = x + (t0 + t) * ldx + c0;
-					__m256 a[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(),
-							_mm256_setzero_ps(), _mm256_setzero_ps() };
-					for (int64_t j = 0; j < len; j += 8) {
-						const __m256 wv = _mm256_load_ps(wbuf + j);
-#pragma GCC unroll 4
-						for (int u = 0; u < 4; u++)
-							a[u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xr + u * ldx + j),
-									       a[u]);
-					}
-#pragma GCC unroll 4
-					for (int u = 0; u < 4; u++)
-						sums[t + u] += hsum256(a[u]);
-				}
-				for (; t < nt; t++) {
-					const float *xr = x + (t0 + t) * ldx + c0;
-					__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-					for (int64_t j = 0; j < len; j += 16) {
-						a0 = _mm256_fmadd_ps(_mm256_load_ps(wbuf + j), _mm256_loadu_ps(xr + j), a0);
-						a1 = _mm256_fmadd_ps(_mm256_load_ps(wbuf + j + 8),
-								     _mm256_loadu_ps(xr + j + 8), a1);
-					}
-					sums[t] += hsum256(_mm256_add_ps(a0, a1));
-				}
-			}
-			for (int64_t t = 0; t < nt; t++) {
-				float v = sums[t] * w->alpha;
-				if (accumulate)
-					y[(t0 + t) * ldy + r] += v;
-				else
-					y[(t0 + t) * ldy + r] = v;
-			}
-		}
+	const uint8_t *P = w->packed + r * (w->k / 2) + c0 / 2, *S = w->scales + r * (w->k / 16) + c0 / 16;
+	const __m256 a = _mm256_set1_ps(w->alpha);
+	for (int64_t b = 0; b < len / 16; b++) {
+		const __m256 s = _mm256_mul_ps(_mm256_set1_ps(e4m3_fast(S[b])), a);
+		_mm256_storeu_ps(out + 16 * b, _mm256_mul_ps(dec8_avx2(P + 8 * b), s));
+		_mm256_storeu_ps(out + 16 * b + 8, _mm256_mul_ps(dec8_avx2(P + 8 * b + 4), s));
 	}
 }
 #endif
@@ -275,14 +223,27 @@ void lynn_cpu_nvfp4_rows(const struct lynn_nvfp4_view *w, const float *x, int64_
 {
 #ifdef HAVE_X86
 	if (lynn_cpu_nvfp4_simd() && w->k / 16 <= MAX_BLOCKS) {
-		if (n_tok > 4)
-			rows_avx2_many(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
-		else
-			rows_avx2(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
+		rows_avx2(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
 		return;
 	}
 #endif
 	rows_scalar(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
+}
+
+void lynn_cpu_nvfp4_widen(const struct lynn_nvfp4_view *w, int64_t r, int64_t c0, int64_t len,
+			  float *out)
+{
+#ifdef HAVE_X86
+	if (lynn_cpu_nvfp4_simd()) {
+		widen_avx2(w, r, c0, len, out);
+		return;
+	}
+#endif
+	const uint8_t *P = w->packed + r * (w->k / 2) + c0 / 2, *S = w->scales + r * (w->k / 16) + c0 / 16;
+	for (int64_t i = 0; i < len; i++) {
+		uint8_t b = P[i / 2];
+		out[i] = lynn_e2m1_to_f32((i & 1) ? b >> 4 : b & 15) * (e4m3_fast(S[i / 16]) * w->alpha);
+	}
 }
 
 void lynn_cpu_nvfp4_matmul_ref(const struct lynn_nvfp4_view *w, const float *x, int64_t m,
@@ -291,36 +252,14 @@ void lynn_cpu_nvfp4_matmul_ref(const struct lynn_nvfp4_view *w, const float *x, 
 	rows_scalar(w, x, w->k, m, 0, w->n, y, w->n, false);
 }
 
-struct job {
-	const struct lynn_nvfp4_view *w;
-	const float *x;
-	int64_t m, chunk;
-	float *y;
-};
-
-static void run_chunk(void *ud, int64_t i, int tid)
-{
-	const struct job *j = ud;
-	int64_t r0 = i * j->chunk, r1 = r0 + j->chunk;
-	(void)tid;
-	if (r1 > j->w->n)
-		r1 = j->w->n;
-	lynn_cpu_nvfp4_rows(j->w, j->x, j->w->k, j->m, r0, r1, j->y, j->w->n, false);
-}
-
 int lynn_cpu_nvfp4_matmul(const struct lynn_nvfp4_view *w, const float *x, int64_t m, float *y,
 			  struct lynn_pool *pool, struct lynn_err *err)
 {
-	struct job j;
-
 	if (w->k % 16 || w->n < 1 || m < 1)
 		return lynn_errf(err, -LYNN_EINVAL, "nvfp4: matmul: bad shape n %lld k %lld m %lld",
 				 (long long)w->n, (long long)w->k, (long long)m);
-	j.w = w;
-	j.x = x;
-	j.m = m;
-	j.y = y;
-	j.chunk = 64;
-	lynn_pool_run(pool, (w->n + j.chunk - 1) / j.chunk, run_chunk, &j);
+	struct lynn_mm mm = { .n_out = w->n, .n_in = w->k, .x = x, .ldx = w->k, .y = y, .ldy = w->n,
+			      .n_tok = m, .nv = w };
+	lynn_cpu_matmul(pool, &mm, LYNN_CPU_AUTO);
 	return 0;
 }

@@ -273,6 +273,176 @@ AVX2_FN static float dot_avx2(const float *a, const float *b, int64_t n)
 	return r;
 }
 
+/* ===== few tokens: dequantized in registers =====
+ * For 1..4 tokens (MM, a constant where inlined) the weights are computed 8
+ * at a time with the dq_*_avx2 operations (so bit for bit the same values)
+ * and multiplied into the tokens' accumulators straight away, instead of
+ * being stored to a chunk buffer and loaded back per token. 4 / 2 / 1
+ * accumulators a token for 1 / 2 / 3-4 tokens keep the FMA chains short. */
+#define FEW_MAX 4
+
+#define FEW_ACC(MM) ((MM) == 1 ? 4 : (MM) == 2 ? 2 : 1)
+
+/* acc[t][p % A] += wv * x[t][xo..xo+8) for the MM tokens */
+#define FEW_FMA(wv, xo, p)                                                                  	do {                                                                                		_Pragma("GCC unroll 4") for (int t_ = 0; t_ < MM; t_++) acc[t_][(p) % A] =        			_mm256_fmadd_ps((wv), _mm256_loadu_ps(x + t_ * ldx + (xo)), acc[t_][(p) % A]); 	} while (0)
+
+AVX2_FN __attribute__((always_inline)) static inline void few_sum(__m256 (*acc)[4], const int MM,
+								 float *out)
+{
+	const int A = FEW_ACC(MM);
+	for (int t = 0; t < MM; t++) {
+		__m256 v = acc[t][0];
+		for (int a = 1; a < A; a++)
+			v = _mm256_add_ps(v, acc[t][a]);
+		__m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+		h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_add_ss(h, _mm_movehdup_ps(h));
+		out[t] = _mm_cvtss_f32(h);
+	}
+}
+
+/* The 4 groups of 8 bytes of a 32-byte vector, low lane first. */
+AVX2_FN static inline void parts4(__m256i v, __m128i parts[4])
+{
+	__m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+	parts[0] = lo;
+	parts[1] = _mm_srli_si128(lo, 8);
+	parts[2] = hi;
+	parts[3] = _mm_srli_si128(hi, 8);
+}
+
+AVX2_FN __attribute__((always_inline)) static inline void
+few_q4_k(const uint8_t *row, int64_t nsb, const float *x, int64_t ldx, const int MM, float *out)
+{
+	const int A = FEW_ACC(MM);
+	const __m256i m4 = _mm256_set1_epi8(15);
+	__m256 acc[FEW_MAX][4];
+	for (int t = 0; t < MM; t++)
+		for (int a = 0; a < A; a++)
+			acc[t][a] = _mm256_setzero_ps();
+	for (int64_t sb = 0; sb < nsb; sb++, row += 144, x += QKK) {
+		float d = h2f(row), dmin = h2f(row + 2);
+		const uint8_t *sc = row + 4, *qs = row + 16;
+		_Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+		{
+			__m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+			__m256i nib[2] = { _mm256_and_si256(q, m4),
+					   _mm256_and_si256(_mm256_srli_epi16(q, 4), m4) };
+			_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+			{
+				uint8_t a, mm;
+				scale_min_k4(2 * c + h, sc, &a, &mm);
+				__m256 dl = _mm256_set1_ps(d * (float)a), ml = _mm256_set1_ps(dmin * (float)mm);
+				__m128i parts[4];
+				parts4(nib[h], parts);
+				_Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+					FEW_FMA(_mm256_sub_ps(_mm256_mul_ps(dl, u8x8_ps(parts[p])), ml),
+						64 * c + 32 * h + 8 * p, p);
+			}
+		}
+	}
+	few_sum(acc, MM, out);
+}
+
+AVX2_FN __attribute__((always_inline)) static inline void
+few_q6_k(const uint8_t *row, int64_t nsb, const float *x, int64_t ldx, const int MM, float *out)
+{
+	const int A = FEW_ACC(MM);
+	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+	const __m256i off = _mm256_set1_epi32(32);
+	__m256 acc[FEW_MAX][4];
+	for (int t = 0; t < MM; t++)
+		for (int a = 0; a < A; a++)
+			acc[t][a] = _mm256_setzero_ps();
+	for (int64_t sb = 0; sb < nsb; sb++, row += 210, x += QKK) {
+		float d = h2f(row + 208);
+		_Pragma("GCC unroll 2") for (int half = 0; half < 2; half++)
+		{
+			const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
+			const int8_t *sc = (const int8_t *)(row + 192) + 8 * half;
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+			__m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+			__m256i q[4] = {
+				_mm256_or_si256(_mm256_and_si256(l0, m4),
+						_mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
+				_mm256_or_si256(_mm256_and_si256(l1, m4),
+						_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
+				_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+						_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
+				_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+						_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4)),
+			};
+			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+			{
+				__m128i parts[4];
+				parts4(q[k], parts);
+				_Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+				{
+					__m256 sv = _mm256_set1_ps(d * (float)sc[p / 2 + 2 * k]);
+					__m256 v = _mm256_cvtepi32_ps(
+						_mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[p]), off));
+					FEW_FMA(_mm256_mul_ps(sv, v), 128 * half + 32 * k + 8 * p, p);
+				}
+			}
+		}
+	}
+	few_sum(acc, MM, out);
+}
+
+AVX2_FN __attribute__((always_inline)) static inline void
+few_q8_0(const uint8_t *row, int64_t nb, const float *x, int64_t ldx, const int MM, float *out)
+{
+	const int A = FEW_ACC(MM);
+	__m256 acc[FEW_MAX][4];
+	for (int t = 0; t < MM; t++)
+		for (int a = 0; a < A; a++)
+			acc[t][a] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++, row += 34, x += QK) {
+		__m256 d = _mm256_set1_ps(h2f(row));
+		_Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+		{
+			__m128i v = _mm_loadl_epi64((const __m128i *)(row + 2 + 8 * p));
+			FEW_FMA(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), d), 8 * p, p);
+		}
+	}
+	few_sum(acc, MM, out);
+}
+
+/* One row against MM tokens: Q4_K, Q6_K or Q8_0. */
+AVX2_FN __attribute__((always_inline)) static inline void
+few_row(uint32_t type, const uint8_t *row, int64_t k, const float *x, int64_t ldx, const int MM,
+	float *out)
+{
+	if (type == LYNN_GGML_Q4_K)
+		few_q4_k(row, k / QKK, x, ldx, MM, out);
+	else if (type == LYNN_GGML_Q6_K)
+		few_q6_k(row, k / QKK, x, ldx, MM, out);
+	else
+		few_q8_0(row, k / QK, x, ldx, MM, out);
+}
+
+AVX2_FN static bool rows_few_avx2(const struct lynn_ggml_view *w, const float *x, int64_t ldx,
+				  int64_t n_tok, int64_t r0, int64_t r1, float *y, int64_t ldy,
+				  bool accumulate)
+{
+	float out[FEW_MAX];
+	if (w->type != LYNN_GGML_Q4_K && w->type != LYNN_GGML_Q6_K && w->type != LYNN_GGML_Q8_0)
+		return false;
+	for (int64_t r = r0; r < r1; r++) {
+		const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+		switch (n_tok) {
+		case 1: few_row(w->type, row, w->n_in, x, ldx, 1, out); break;
+		case 2: few_row(w->type, row, w->n_in, x, ldx, 2, out); break;
+		case 3: few_row(w->type, row, w->n_in, x, ldx, 3, out); break;
+		default: few_row(w->type, row, w->n_in, x, ldx, 4, out); break;
+		}
+		for (int64_t t = 0; t < n_tok; t++)
+			y[t * ldy + r] = accumulate ? y[t * ldy + r] + out[t] : out[t];
+	}
+	return true;
+}
+
 static bool simd(void)
 {
 	static int have = -1;
@@ -330,6 +500,11 @@ void lynn_ggml_rows(const struct lynn_ggml_view *w, const float *x, int64_t ldx,
 	const int blck = INFO[w->type].blck, bytes = INFO[w->type].bytes;
 	const bool use_simd = simd();
 	(void)use_simd;
+#ifdef HAVE_X86
+	if (use_simd && n_tok <= FEW_MAX &&
+	    rows_few_avx2(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate))
+		return;
+#endif
 
 	for (int64_t r = r0; r < r1; r++) {
 		const uint8_t *row = w->data + (size_t)r * w->row_bytes;
