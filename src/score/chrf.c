@@ -140,6 +140,27 @@ struct bigram {
 	uint32_t r, h, last, dn;
 };
 
+/* A reference n-gram of record g at position pos, after both sides were
+ * counted: a class seen more than once on a side (h*r > 1) is alive and
+ * gets its dense number 1..m on first sight (dn); one seen once on each
+ * side is a settled pair, appended to (pi, pj). Returns whether it is alive
+ * and stores its dense index in *id (meaningful only then). */
+static inline uint32_t ref_class_step(struct bigram *g, uint32_t pos, size_t *m, uint32_t *pi,
+				      uint32_t *pj, size_t *np, uint32_t *id)
+{
+	uint32_t d = g->dn;
+	uint64_t hr = (uint64_t)g->h * g->r;
+	uint32_t alive = hr > 1, nw = alive & (d == 0);
+	*m += nw;
+	d = nw ? (uint32_t)*m : d;
+	g->dn = d;
+	pi[*np] = g->last;
+	pj[*np] = pos;
+	*np += hr == 1;
+	*id = d - 1;
+	return alive;
+}
+
 /* Orders 1 and 2 (nr ≥ 2, nsym ≤ DIRECT_SYMS) into v[0..6): counts per
  * symbol in cr1/ch1 (cleared here), per bigram a * nsym + b in bg (counts
  * zero on entry; the caller empties them); the symbols as bytes to h8/r8,
@@ -264,18 +285,8 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 		 * in chrF++'s word order 2); the alive classes numbered densely
 		 * 0..m-1 (dn, first seen on the reference side) */
 		for (size_t j = 0; max_order > 2 && j < nr1; j++) {
-			uint32_t c = made[j], d = bg[c].dn;
-			uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
-			uint32_t alive = hr > 1, nw = alive & (d == 0);
-			m += nw;
-			d = nw ? (uint32_t)m : d;
-			bg[c].dn = d;
 			posr[nar] = (uint32_t)j;
-			idr[nar] = d - 1;
-			nar += alive;
-			pi[np] = bg[c].last;
-			pj[np] = (uint32_t)j;
-			np += hr == 1;
+			nar += ref_class_step(bg + made[j], (uint32_t)j, &m, pi, pj, &np, idr + nar);
 		}
 		/* a class is alive on both sides: numbered (dn ≠ 0) just now */
 		for (size_t i = 0; max_order > 2 && i < nh1; i++) {
@@ -424,18 +435,9 @@ static int ngram_stats(struct lynn_score_ctx *ctx, const uint32_t *hyp, size_t n
 			m = 0;
 			w = 0;
 			for (size_t k = 0; n < max_order && k < nar; k++) {
-				uint32_t c = made[k], d = bg[c].dn;
-				uint64_t hr = (uint64_t)bg[c].h * bg[c].r;
-				uint32_t alive = hr > 1, nw = alive & (d == 0);
-				m += nw;
-				d = nw ? (uint32_t)m : d;
-				bg[c].dn = d;
-				pi[np] = bg[c].last;
-				pj[np] = posr[k];
-				np += hr == 1;
-				posr[w] = posr[k];
-				idr[w] = d - 1;
-				w += alive;
+				uint32_t pos = posr[k];
+				posr[w] = pos;
+				w += ref_class_step(bg + made[k], pos, &m, pi, pj, &np, idr + w);
 			}
 			nar = w;
 			w = 0;
