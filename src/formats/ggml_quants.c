@@ -190,67 +190,101 @@ void lynn_ggml_dequant_ref(uint32_t type, const void *src, int64_t n, float *out
 /* 8 unsigned bytes at p (low 64 bits of v) -> 8 f32 */
 AVX2_FN static inline __m256 u8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
 
+/* The 4 groups of 8 bytes of a 32-byte vector, low lane first. */
+AVX2_FN static inline void parts4(__m256i v, __m128i parts[4])
+{
+	__m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+	parts[0] = lo;
+	parts[1] = _mm_srli_si128(lo, 8);
+	parts[2] = hi;
+	parts[3] = _mm_srli_si128(hi, 8);
+}
+
+/* Q4_K sub-block j (32 weights) of super-block b (whose d and dmin the
+ * caller read): its quants as 4 groups of 8 and its d*sc, dmin*m; a group's
+ * weights are q4k_w8. */
+AVX2_FN static inline void q4k_sub(const uint8_t *b, float d, float dmin, int j, __m128i parts[4],
+				   __m256 *dl, __m256 *ml)
+{
+	const __m256i m4 = _mm256_set1_epi8(15);
+	__m256i q = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * (j / 2)));
+	uint8_t a, mm;
+	scale_min_k4(j, b + 4, &a, &mm);
+	*dl = _mm256_set1_ps(d * (float)a);
+	*ml = _mm256_set1_ps(dmin * (float)mm);
+	parts4(_mm256_and_si256(j & 1 ? _mm256_srli_epi16(q, 4) : q, m4), parts);
+}
+
+AVX2_FN static inline __m256 q4k_w8(__m128i part, __m256 dl, __m256 ml)
+{
+	return _mm256_sub_ps(_mm256_mul_ps(dl, u8x8_ps(part)), ml);
+}
+
+/* Q6_K half h (128 weights) of super-block b: its 4 vectors of 32 six-bit
+ * quants; group p of vector k has the weights q6k_w8 (d: the block's). */
+AVX2_FN static inline void q6k_half(const uint8_t *b, int h, __m256i q[4])
+{
+	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+	const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+	__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+	__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+	__m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+	q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+	q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+			       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+	q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+			       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+	q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+			       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+}
+
+AVX2_FN static inline __m256 q6k_w8(const uint8_t *b, float d, int h, int k, int p, __m128i part)
+{
+	const int8_t *sc = (const int8_t *)(b + 192) + 8 * h;
+	__m256 s = _mm256_set1_ps(d * (float)sc[p / 2 + 2 * k]);
+	return _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(part),
+								    _mm256_set1_epi32(32))));
+}
+
+/* Q8_0 block b (scale d): group p of its 32 weights */
+AVX2_FN static inline __m256 q8_w8(const uint8_t *b, __m256 d, int p)
+{
+	__m128i v = _mm_loadl_epi64((const __m128i *)(b + 2 + 8 * p));
+	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), d);
+}
+
 AVX2_FN static void dq_q4_k_avx2(const uint8_t *b, float *y)
 {
-	float d = h2f(b), dmin = h2f(b + 2);
-	const uint8_t *sc = b + 4, *qs = b + 16;
-	const __m256i m4 = _mm256_set1_epi8(15);
-	for (int c = 0; c < 4; c++) {
-		__m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-		__m256i nib[2] = { _mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4) };
-		for (int h = 0; h < 2; h++) {
-			uint8_t a, mm;
-			scale_min_k4(2 * c + h, sc, &a, &mm);
-			__m256 dl = _mm256_set1_ps(d * (float)a), ml = _mm256_set1_ps(dmin * (float)mm);
-			__m128i lo = _mm256_castsi256_si128(nib[h]), hi = _mm256_extracti128_si256(nib[h], 1);
-			__m128i parts[4] = { lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8) };
-			float *yy = y + 64 * c + 32 * h;
-			for (int p = 0; p < 4; p++)
-				_mm256_storeu_ps(yy + 8 * p, _mm256_sub_ps(_mm256_mul_ps(dl, u8x8_ps(parts[p])), ml));
-		}
+	const float d = h2f(b), dmin = h2f(b + 2);
+	for (int j = 0; j < 8; j++) {
+		__m128i parts[4];
+		__m256 dl, ml;
+		q4k_sub(b, d, dmin, j, parts, &dl, &ml);
+		for (int p = 0; p < 4; p++)
+			_mm256_storeu_ps(y + 32 * j + 8 * p, q4k_w8(parts[p], dl, ml));
 	}
 }
 
 AVX2_FN static void dq_q6_k_avx2(const uint8_t *b, float *y)
 {
-	float d = h2f(b + 208);
-	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
-	const __m256i off = _mm256_set1_epi32(32);
-	for (int half = 0; half < 2; half++) {
-		const uint8_t *ql = b + 64 * half, *qh = b + 128 + 32 * half;
-		const int8_t *sc = (const int8_t *)(b + 192) + 8 * half;
-		__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-		__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-		__m256i h = _mm256_loadu_si256((const __m256i *)qh);
-		__m256i q[4] = {
-			_mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
-			_mm256_or_si256(_mm256_and_si256(l1, m4),
-					_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4)),
-			_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-					_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4)),
-			_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-					_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4)),
-		};
+	const float d = h2f(b + 208);
+	for (int h = 0; h < 2; h++) {
+		__m256i q[4];
+		q6k_half(b, h, q);
 		for (int k = 0; k < 4; k++) {
-			__m128i lo = _mm256_castsi256_si128(q[k]), hi = _mm256_extracti128_si256(q[k], 1);
-			__m128i parts[4] = { lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8) };
-			float *yy = y + 128 * half + 32 * k;
-			for (int p = 0; p < 4; p++) {
-				__m256 s = _mm256_set1_ps(d * (float)sc[p / 2 + 2 * k]);
-				__m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[p]), off));
-				_mm256_storeu_ps(yy + 8 * p, _mm256_mul_ps(s, v));
-			}
+			__m128i parts[4];
+			parts4(q[k], parts);
+			for (int p = 0; p < 4; p++)
+				_mm256_storeu_ps(y + 128 * h + 32 * k + 8 * p, q6k_w8(b, d, h, k, p, parts[p]));
 		}
 	}
 }
 
 AVX2_FN static void dq_q8_0_avx2(const uint8_t *b, float *y)
 {
-	__m256 d = _mm256_set1_ps(h2f(b));
-	for (int p = 0; p < 4; p++) {
-		__m128i v = _mm_loadl_epi64((const __m128i *)(b + 2 + 8 * p));
-		_mm256_storeu_ps(y + 8 * p, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), d));
-	}
+	const __m256 d = _mm256_set1_ps(h2f(b));
+	for (int p = 0; p < 4; p++)
+		_mm256_storeu_ps(y + 8 * p, q8_w8(b, d, p));
 }
 
 AVX2_FN static float dot_avx2(const float *a, const float *b, int64_t n)
@@ -301,44 +335,28 @@ AVX2_FN __attribute__((always_inline)) static inline void few_sum(__m256 (*acc)[
 	}
 }
 
-/* The 4 groups of 8 bytes of a 32-byte vector, low lane first. */
-AVX2_FN static inline void parts4(__m256i v, __m128i parts[4])
-{
-	__m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
-	parts[0] = lo;
-	parts[1] = _mm_srli_si128(lo, 8);
-	parts[2] = hi;
-	parts[3] = _mm_srli_si128(hi, 8);
-}
+#define FEW_ZERO(MM)                                                                       \
+	do {                                                                               \
+		for (int t_ = 0; t_ < (MM); t_++)                                          \
+			for (int a_ = 0; a_ < FEW_ACC(MM); a_++)                           \
+				acc[t_][a_] = _mm256_setzero_ps();                         \
+	} while (0)
 
 AVX2_FN __attribute__((always_inline)) static inline void
 few_q4_k(const uint8_t *row, int64_t nsb, const float *x, int64_t ldx, const int MM, float *out)
 {
 	const int A = FEW_ACC(MM);
-	const __m256i m4 = _mm256_set1_epi8(15);
 	__m256 acc[FEW_MAX][4];
-	for (int t = 0; t < MM; t++)
-		for (int a = 0; a < A; a++)
-			acc[t][a] = _mm256_setzero_ps();
+	FEW_ZERO(MM);
 	for (int64_t sb = 0; sb < nsb; sb++, row += 144, x += QKK) {
-		float d = h2f(row), dmin = h2f(row + 2);
-		const uint8_t *sc = row + 4, *qs = row + 16;
-		_Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+		const float d = h2f(row), dmin = h2f(row + 2);
+		_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
 		{
-			__m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-			__m256i nib[2] = { _mm256_and_si256(q, m4),
-					   _mm256_and_si256(_mm256_srli_epi16(q, 4), m4) };
-			_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-			{
-				uint8_t a, mm;
-				scale_min_k4(2 * c + h, sc, &a, &mm);
-				__m256 dl = _mm256_set1_ps(d * (float)a), ml = _mm256_set1_ps(dmin * (float)mm);
-				__m128i parts[4];
-				parts4(nib[h], parts);
-				_Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-					FEW_FMA(_mm256_sub_ps(_mm256_mul_ps(dl, u8x8_ps(parts[p])), ml),
-						64 * c + 32 * h + 8 * p, p);
-			}
+			__m128i parts[4];
+			__m256 dl, ml;
+			q4k_sub(row, d, dmin, j, parts, &dl, &ml);
+			_Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+				FEW_FMA(q4k_w8(parts[p], dl, ml), 32 * j + 8 * p, p);
 		}
 	}
 	few_sum(acc, MM, out);
@@ -348,42 +366,20 @@ AVX2_FN __attribute__((always_inline)) static inline void
 few_q6_k(const uint8_t *row, int64_t nsb, const float *x, int64_t ldx, const int MM, float *out)
 {
 	const int A = FEW_ACC(MM);
-	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
-	const __m256i off = _mm256_set1_epi32(32);
 	__m256 acc[FEW_MAX][4];
-	for (int t = 0; t < MM; t++)
-		for (int a = 0; a < A; a++)
-			acc[t][a] = _mm256_setzero_ps();
+	FEW_ZERO(MM);
 	for (int64_t sb = 0; sb < nsb; sb++, row += 210, x += QKK) {
-		float d = h2f(row + 208);
-		_Pragma("GCC unroll 2") for (int half = 0; half < 2; half++)
+		const float d = h2f(row + 208);
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
 		{
-			const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
-			const int8_t *sc = (const int8_t *)(row + 192) + 8 * half;
-			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-			__m256i hb = _mm256_loadu_si256((const __m256i *)qh);
-			__m256i q[4] = {
-				_mm256_or_si256(_mm256_and_si256(l0, m4),
-						_mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
-				_mm256_or_si256(_mm256_and_si256(l1, m4),
-						_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
-				_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-						_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
-				_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-						_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4)),
-			};
+			__m256i q[4];
+			q6k_half(row, h, q);
 			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
 			{
 				__m128i parts[4];
 				parts4(q[k], parts);
 				_Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-				{
-					__m256 sv = _mm256_set1_ps(d * (float)sc[p / 2 + 2 * k]);
-					__m256 v = _mm256_cvtepi32_ps(
-						_mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[p]), off));
-					FEW_FMA(_mm256_mul_ps(sv, v), 128 * half + 32 * k + 8 * p, p);
-				}
+					FEW_FMA(q6k_w8(row, d, h, k, p, parts[p]), 128 * h + 32 * k + 8 * p, p);
 			}
 		}
 	}
@@ -395,16 +391,11 @@ few_q8_0(const uint8_t *row, int64_t nb, const float *x, int64_t ldx, const int 
 {
 	const int A = FEW_ACC(MM);
 	__m256 acc[FEW_MAX][4];
-	for (int t = 0; t < MM; t++)
-		for (int a = 0; a < A; a++)
-			acc[t][a] = _mm256_setzero_ps();
+	FEW_ZERO(MM);
 	for (int64_t b = 0; b < nb; b++, row += 34, x += QK) {
-		__m256 d = _mm256_set1_ps(h2f(row));
+		const __m256 d = _mm256_set1_ps(h2f(row));
 		_Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-		{
-			__m128i v = _mm_loadl_epi64((const __m128i *)(row + 2 + 8 * p));
-			FEW_FMA(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), d), 8 * p, p);
-		}
+			FEW_FMA(q8_w8(row, d, p), 8 * p, p);
 	}
 	few_sum(acc, MM, out);
 }
