@@ -336,14 +336,16 @@ END_TEST
 /* ===== CPU kernel vs f64 ===== */
 
 /* (K, M): the SIMD path for 1..4 tokens (and an odd block count, which
- * ends its two-accumulator loop with a single block), the many-token path */
+ * ends its two-accumulator loop with a single block), more tokens, and a
+ * row longer than the kernel's 1024-block scale segment */
 static const struct {
 	int64_t k, m;
-} cpu_kernel_cases[] = { { 96, 1 }, { 80, 1 }, { 80, 2 }, { 96, 3 }, { 80, 4 }, { 96, 6 }, { 80, 9 } };
+} cpu_kernel_cases[] = { { 96, 1 },  { 80, 1 }, { 80, 2 },   { 96, 3 },
+			 { 80, 4 },  { 96, 6 }, { 80, 9 },   { 16480, 2 } };
 
 START_TEST(test_cpu_kernel)
 {
-	const int64_t N = 37, K = cpu_kernel_cases[_i].k, M = cpu_kernel_cases[_i].m, LDX = 100,
+	const int64_t N = 37, K = cpu_kernel_cases[_i].k, M = cpu_kernel_cases[_i].m, LDX = K + 4,
 		      LDY = 41;
 	uint8_t *P = malloc((size_t)(N * K / 2)), *S = malloc((size_t)(N * K / 16));
 	float *x = malloc(sizeof(float) * (size_t)(M * LDX)), *y = malloc(sizeof(float) * (size_t)(M * LDY));

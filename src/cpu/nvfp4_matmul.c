@@ -127,8 +127,8 @@ __attribute__((target("avx2,fma"))) static void scales_avx2(const uint8_t *S, in
 		out[b] = e4m3_fast(S[b]);
 }
 
-/* Rows longer than this go through the portable path (the scale buffer). */
-#define MAX_BLOCKS 1024
+/* Blocks of a row whose scales are converted at a time (K = 16384). */
+#define SEG_BLOCKS 1024
 
 /* One row (packed P, block scales sc) against MM tokens (1..4, a constant
  * where it is inlined, so that the accumulators stay in registers); for one
@@ -169,29 +169,28 @@ rows_avx2(const struct lynn_nvfp4_view *w, const float *x, int64_t ldx, int64_t 
 	  int64_t r1, float *y, int64_t ldy, bool accumulate)
 {
 	const int64_t nb = w->k / 16, k = w->k;
-	float sc[MAX_BLOCKS], out[4];
+	float sc[SEG_BLOCKS], out[4];
 
-	for (int64_t r = r0; r < r1; r++) {
-		const uint8_t *P = w->packed + r * (k / 2);
-		scales_avx2(w->scales + r * nb, nb, sc);
-		for (int64_t i0 = 0; i0 < n_tok; i0 += 4) {
-			const int mm = n_tok - i0 < 4 ? (int)(n_tok - i0) : 4;
-			const float *xi = x + i0 * ldx;
-			switch (mm) {
-			case 1: row_tokens(P, sc, nb, xi, ldx, 1, out); break;
-			case 2: row_tokens(P, sc, nb, xi, ldx, 2, out); break;
-			case 3: row_tokens(P, sc, nb, xi, ldx, 3, out); break;
-			default: row_tokens(P, sc, nb, xi, ldx, 4, out); break;
-			}
-			for (int j = 0; j < mm; j++) {
-				float v = out[j] * w->alpha;
-				if (accumulate)
-					y[(i0 + j) * ldy + r] += v;
-				else
-					y[(i0 + j) * ldy + r] = v;
+	for (int64_t r = r0; r < r1; r++)
+		for (int64_t b0 = 0; b0 < nb; b0 += SEG_BLOCKS) {
+			const int64_t ns = nb - b0 < SEG_BLOCKS ? nb - b0 : SEG_BLOCKS;
+			const uint8_t *P = w->packed + r * (k / 2) + b0 * 8;
+			scales_avx2(w->scales + r * nb + b0, ns, sc);
+			for (int64_t i0 = 0; i0 < n_tok; i0 += 4) {
+				const int mm = n_tok - i0 < 4 ? (int)(n_tok - i0) : 4;
+				const float *xi = x + i0 * ldx + b0 * 16;
+				switch (mm) {
+				case 1: row_tokens(P, sc, ns, xi, ldx, 1, out); break;
+				case 2: row_tokens(P, sc, ns, xi, ldx, 2, out); break;
+				case 3: row_tokens(P, sc, ns, xi, ldx, 3, out); break;
+				default: row_tokens(P, sc, ns, xi, ldx, 4, out); break;
+				}
+				for (int j = 0; j < mm; j++) {
+					float *yy = y + (i0 + j) * ldy + r, v = out[j] * w->alpha;
+					*yy = accumulate || b0 ? *yy + v : v;
+				}
 			}
 		}
-	}
 }
 
 /* Row r's columns c0..c0+len (multiples of 16) as f32 q*s*alpha. */
@@ -222,7 +221,7 @@ void lynn_cpu_nvfp4_rows(const struct lynn_nvfp4_view *w, const float *x, int64_
 			 bool accumulate)
 {
 #ifdef HAVE_X86
-	if (lynn_cpu_nvfp4_simd() && w->k / 16 <= MAX_BLOCKS) {
+	if (lynn_cpu_nvfp4_simd()) {
 		rows_avx2(w, x, ldx, n_tok, r0, r1, y, ldy, accumulate);
 		return;
 	}
