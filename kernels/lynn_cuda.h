@@ -51,7 +51,9 @@ enum lynn_cuda_path {
 	LYNN_CUDA_PATH_TC2 = 3,   /* BF16 mma.sync, weights as the m16 operand through a
 				   * cp.async ring; K <= 4152 */
 	LYNN_CUDA_PATH_TC3 = 4,   /* the same streamed into registers; K % 128 == 0, K <= 7224 */
-	LYNN_CUDA_PATH_COUNT = 5,
+	LYNN_CUDA_PATH_TCM = 5,   /* tc3's decode, each weight for up to 64 tokens, K split
+				   * over a thread-block cluster; plain weights, K % 128 == 0 */
+	LYNN_CUDA_PATH_COUNT = 6,
 };
 
 /* Y[M,N] (bf16 or f32 per `out`) = X[M,K] (bf16) * W^T; M >= 1 (any M

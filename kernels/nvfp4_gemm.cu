@@ -19,8 +19,12 @@
  *    128 == 0) into registers; both are launched with programmatic
  *    dependent launch (their weight loads start while the previous kernel
  *    on the stream ends; they wait for that kernel before reading X or
- *    expert ids). AUTO uses tc3 (else tc2) for M <= 16 and the wmma path
- *    above.
+ *    expert ids).
+ *  - tcm: tc3's decode for batches of plain weights: each decoded fragment
+ *    is multiplied with up to 8 token tiles (64 tokens), K is split over a
+ *    thread-block cluster and reduced through distributed shared memory.
+ * AUTO uses tc3 (else tc2) for M <= 16, tcm above (and from M = 9 for
+ * weights of many row blocks), else the wmma path.
  * All take an optional expert-id list (grid.y = selected experts) so the
  * grouped MoE call is the same kernels: one launch for every selected
  * expert's gate/up (the fused [2I, H] weight), one for down.
@@ -31,12 +35,14 @@
 #include <mma.h>
 #include <stdlib.h>
 
+#include <cooperative_groups.h>
 #include <type_traits>
 
 #include "cuda_common.cuh"
 #include "lynn_cuda.h"
 
 using namespace nvcuda;
+namespace cg = cooperative_groups;
 
 /* ===== gemv (CUDA cores) ===== */
 
@@ -764,6 +770,181 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 				       y + (int64_t)g * y_group_stride, y_ld);
 }
 
+/* ===== tcm: many tokens (M 9..64 per launch), one decode per weight =====
+ * tc3's operands and decode, for batches: each warp owns one 16-row tile and
+ * multiplies every decoded A fragment with up to NT token tiles of 8, so a
+ * weight is decoded once per 64 tokens, not once per 8 or 16. A block's X
+ * (all its tokens over its K range) sits in shared memory, read with one
+ * 16-byte load per token tile and K-step pair. K is split over the blocks of
+ * a thread-block cluster (grid.y = KS), which keeps the X stage small and the
+ * grid at least a wave; the partial sums are reduced through distributed
+ * shared memory, each block of the cluster storing its share of the tile. */
+#define TCM_WARPS 8
+#define TCM_ROWS (16 * TCM_WARPS)
+
+/* X in shared memory, laid out so that a quarter warp's 16-byte loads
+ * (token rows gq, gq + 1; lane K offsets 32c) hit all 32 banks: a span's
+ * second 64 elements sit 8 further on (TCM_SPAN = 136 a span) and rows are
+ * 32 bytes past a multiple of 128 apart. */
+#define TCM_SPAN 136
+
+/* 16 bytes of block `rank`'s shared memory (at this block's offset sh) */
+static __device__ __forceinline__ float4 lynn_ld_cluster4(uint32_t sh, int rank)
+{
+	uint32_t r;
+	float4 v;
+	asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(sh), "r"(rank));
+	asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+		     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+		     : "r"(r)
+		     : "memory");
+	return v;
+}
+static __host__ __device__ __forceinline__ int tcm_xcol(int kk) /* K offset in the block's range */
+{
+	return kk / 128 * TCM_SPAN + kk % 128 + (kk % 128 >= 64 ? 8 : 0);
+}
+static __host__ __device__ __forceinline__ int tcm_xld(int spans)
+{
+	return spans * TCM_SPAN + ((16 - 8 * spans) % 64 + 64) % 64;
+}
+
+/* MINB blocks per multiprocessor: 1 leaves a warp the registers to keep
+ * eight token tiles' accumulators and its loads in flight without spilling
+ * (grids of one wave); 2 overlaps one block's X stage and reduction with
+ * the other's products (grids of many waves, lm_head) */
+template <int NT, typename TY, int MINB>
+static __global__ void __launch_bounds__(256, MINB)
+nvfp4_tcm_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__ scales,
+		 const float *__restrict__ alpha, const __nv_bfloat16 *__restrict__ x, int m,
+		 int64_t n, int64_t k, TY *__restrict__ y, int64_t y_ld)
+{
+	constexpr int D = NT >= 8 ? 2 : 4; /* spans in flight per lane (8 tiles: registers) */
+	extern __shared__ uint4 tc_sh4[];
+	__nv_bfloat16 *xs = (__nv_bfloat16 *)tc_sh4;
+	cg::cluster_group cl = cg::this_cluster();
+	const int ks = (int)cl.num_blocks(), kr = (int)cl.block_rank();
+	const int k32 = (int)k, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int gq = lane >> 2, c = lane & 3;
+	const int nspans = k32 / 128, s0 = kr * nspans / ks, my = (kr + 1) * nspans / ks - s0;
+	const int xld = tcm_xld(my);
+	const int64_t rA = ((int64_t)blockIdx.x * TCM_WARPS + warp) * 16 + gq, rB = rA + 8;
+	const int64_t ra = rA < n ? rA : n - 1, rb = rB < n ? rB : n - 1;
+	const uint4 *pa = (const uint4 *)(packed + ra * (k / 2) + s0 * 64 + 16 * c);
+	const uint4 *pb = (const uint4 *)(packed + rb * (k / 2) + s0 * 64 + 16 * c);
+	const uint16_t *qa = (const uint16_t *)(scales + ra * (k / 16) + s0 * 8 + 2 * c);
+	const uint16_t *qb = (const uint16_t *)(scales + rb * (k / 16) + s0 * 8 + 2 * c);
+	float acc[NT][4];
+	uint4 wa[D], wb[D];
+	uint32_t sa[D], sb[D];
+
+#pragma unroll
+	for (int t = 0; t < NT; t++)
+		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+#pragma unroll
+	for (int s = 0; s < D; s++)
+		if (s < my) {
+			wa[s] = __ldcs(pa + 4 * s);
+			wb[s] = __ldcs(pb + 4 * s);
+			sa[s] = __ldcs(qa + 4 * s);
+			sb[s] = __ldcs(qb + 4 * s);
+		}
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	{ /* the block's X: NT * 8 token rows (past M: the last token's) of its K
+	   * range, all 16-byte copies in flight at once; a thread keeps its
+	   * piece q of the row and steps over rows (my <= 16, so a row's
+	   * pieces fit in the block) */
+		const int per_row = my * 16, rstep = 256 / per_row;
+		const int q = threadIdx.x % per_row, r0 = threadIdx.x / per_row;
+		if (r0 < rstep) {
+			const __nv_bfloat16 *src = x + s0 * 128 + q * 8;
+			__nv_bfloat16 *dst = xs + tcm_xcol(q * 8);
+			for (int r = r0; r < NT * 8; r += rstep)
+				lynn_cp16(dst + r * xld, src + (int64_t)(r < m ? r : m - 1) * k, true);
+		}
+		asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+		__syncthreads();
+	}
+	const __nv_bfloat16 *xr = xs + gq * xld + tcm_xcol(32 * c);
+#pragma unroll 1
+	for (int base = 0; base < my; base += D) {
+#pragma unroll
+		for (int s = 0; s < D; s++) {
+			if (base + s >= my)
+				break;
+			uint32_t scA[2], shA[2], scB[2], shB[2];
+			lynn_tc_scale2(sa[s], scA, shA);
+			lynn_tc_scale2(sb[s], scB, shB);
+			const uint32_t wA[4] = { wa[s].x, wa[s].y, wa[s].z, wa[s].w };
+			const uint32_t wB[4] = { wb[s].x, wb[s].y, wb[s].z, wb[s].w };
+#pragma unroll
+			for (int jj = 0; jj < 4; jj++) {
+				uint32_t a[2][4];
+				lynn_tc_dec8(wA[jj], scA[jj >> 1], shA[jj >> 1], a[0][0], a[0][2], a[1][0],
+					     a[1][2]);
+				lynn_tc_dec8(wB[jj], scB[jj >> 1], shB[jj >> 1], a[0][1], a[0][3], a[1][1],
+					     a[1][3]);
+#pragma unroll
+				for (int t = 0; t < NT; t++) {
+					const uint4 bv =
+						*(const uint4 *)(xr + t * 8 * xld + s * TCM_SPAN + 8 * jj);
+					lynn_mma_bf16(acc[t], a[0][0], a[0][1], a[0][2], a[0][3], bv.x, bv.y);
+					lynn_mma_bf16(acc[t], a[1][0], a[1][1], a[1][2], a[1][3], bv.z, bv.w);
+				}
+			}
+			if (base + s + D < my) {
+				wa[s] = lynn_ld_ahead(pa + 4 * (s + D));
+				wb[s] = lynn_ld_ahead(pb + 4 * (s + D));
+				sa[s] = lynn_ld_ahead(qa + 4 * (s + D));
+				sb[s] = lynn_ld_ahead(qb + 4 * (s + D));
+			}
+		}
+		pa += 4 * D;
+		pb += 4 * D;
+		qa += 4 * D;
+		qb += 4 * D;
+		xr += TCM_SPAN * D;
+	}
+	/* the cluster's reduction: partial sums into this block's shared memory
+	 * (over X, once every warp is past it), [warp][tile][q][lane] */
+	float *red = (float *)tc_sh4;
+	__syncthreads();
+#pragma unroll
+	for (int t = 0; t < NT; t++)
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			red[((warp * NT + t) * 4 + q) * 32 + lane] = acc[t][q];
+	cl.sync();
+	/* block kr reduces every ks-th group of 4 lanes (one row g of warp w's
+	 * tile, accumulator q, tokens t*8 + 2c + (q & 1) for c = 0..3) over the
+	 * cluster and stores it: 8 consecutive threads take 8 consecutive rows */
+	const float a = alpha[0];
+	const int64_t row0 = (int64_t)blockIdx.x * TCM_ROWS;
+	const uint32_t red_sh = (uint32_t)__cvta_generic_to_shared(red);
+	for (int i = kr * 256 + threadIdx.x; i < TCM_WARPS * NT * 32; i += ks * 256) {
+		const int g = i & 7, q = (i >> 3) & 3, t = (i >> 5) % NT, w = (i >> 5) / NT;
+		const int64_t row = row0 + w * 16 + g + (q >> 1) * 8;
+		float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		for (int b = 0; b < ks; b++) {
+			const float4 p = lynn_ld_cluster4(red_sh + (uint32_t)(i * 16), b);
+			v.x += p.x;
+			v.y += p.y;
+			v.z += p.z;
+			v.w += p.w;
+		}
+		const float vs[4] = { v.x, v.y, v.z, v.w };
+		if (row < n)
+#pragma unroll
+			for (int c = 0; c < 4; c++) {
+				const int tok = t * 8 + 2 * c + (q & 1);
+				if (tok < m)
+					store_out(y + (int64_t)tok * y_ld + row, vs[c] * a);
+			}
+	}
+	cl.sync(); /* no block leaves while its partial sums are being read */
+}
+
 /* ===== launchers ===== */
 
 /* X staged as f32: MT * K * 4 bytes of dynamic shared memory at most. */
@@ -914,14 +1095,87 @@ static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t 
 			   (int)!!(flags & TC_IDS_READY), x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
 }
 
+/* tcm's shared memory: X (the block's longest K range), or the partial sums */
+static size_t tcm_smem(int nt, int ks, int64_t k)
+{
+	const int64_t spans = k / 128, longest = (spans + ks - 1) / ks;
+	const size_t xb = (size_t)nt * 8 * (size_t)tcm_xld((int)longest) * 2;
+	const size_t rb = (size_t)TCM_WARPS * nt * 4 * 32 * 4;
+	return xb > rb ? xb : rb;
+}
+
+/* Largest X stage for 1 and 2 blocks per multiprocessor */
+#define TCM_MAX_SHM1 (200 * 1024)
+#define TCM_MAX_SHM2 (80 * 1024)
+
+/* The K split (cluster size): the smallest power of two <= 8 that keeps the
+ * block's X stage within the limit and gives >= 0.75 * minb blocks per
+ * multiprocessor, with at least one span per block. */
+static int tcm_ks(int nt, int64_t n, int64_t k, int minb)
+{
+	const int64_t spans = k / 128, rowblocks = (n + TCM_ROWS - 1) / TCM_ROWS;
+	int ks = 1;
+	while (ks < 8 && ks * 2 <= spans &&
+	       (tcm_smem(nt, ks, k) > (minb == 1 ? TCM_MAX_SHM1 : TCM_MAX_SHM2) ||
+		rowblocks * ks * 4 < 3 * minb * (int64_t)sm_count()))
+		ks *= 2;
+	return ks;
+}
+
+template <int NT, typename TY, int MINB>
+static void launch_tcm_minb(const struct lynn_cuda_nvfp4_weight *w, const __nv_bfloat16 *x,
+			    int m, TY *y, int64_t y_ld, int ks, cudaStream_t st)
+{
+	static bool raised;
+	if (!raised) {
+		cudaFuncSetAttribute(nvfp4_tcm_kernel<NT, TY, MINB>,
+				     cudaFuncAttributeMaxDynamicSharedMemorySize,
+				     MINB == 1 ? TCM_MAX_SHM1 + 8192 : TC_MAX_SHM);
+		raised = true;
+	}
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[2];
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	at[1].id = cudaLaunchAttributeClusterDimension;
+	at[1].val.clusterDim.x = 1;
+	at[1].val.clusterDim.y = (unsigned)ks;
+	at[1].val.clusterDim.z = 1;
+	cfg.gridDim = dim3((unsigned)((w->n + TCM_ROWS - 1) / TCM_ROWS), (unsigned)ks);
+	cfg.blockDim = dim3(256);
+	cfg.dynamicSmemBytes = tcm_smem(NT, ks, w->k);
+	cfg.stream = st;
+	cfg.attrs = at;
+	cfg.numAttrs = 2;
+	cudaLaunchKernelEx(&cfg, nvfp4_tcm_kernel<NT, TY, MINB>, w->d_packed, w->d_scales,
+			   (const float *)w->d_alpha, x, m, w->n, w->k, y, y_ld);
+}
+
+/* One block per multiprocessor where the grid is one wave at that (on the
+ * H200: in_proj_qkv at M = 64 13.7 against 20.2 us with two), else two
+ * (lm_head); docs/benchmarks.md. */
+template <int NT, typename TY>
+static void launch_tcm(const struct lynn_cuda_nvfp4_weight *w, const __nv_bfloat16 *x, int m,
+		       TY *y, int64_t y_ld, cudaStream_t st)
+{
+	const int ks1 = tcm_ks(NT, w->n, w->k, 1);
+	if ((w->n + TCM_ROWS - 1) / TCM_ROWS * ks1 <= sm_count())
+		launch_tcm_minb<NT, TY, 1>(w, x, m, y, y_ld, ks1, st);
+	else
+		launch_tcm_minb<NT, TY, 2>(w, x, m, y, y_ld, tcm_ks(NT, w->n, w->k, 2), st);
+}
+
 /* M below which the CUDA-core kernel wins (measured on the H200, see
  * docs/benchmarks.md). */
 #define GEMV_MAX_M 2
 /* M up to which tc3 (or tc2) is chosen: on the H200
  * (tests/bench/results/h200_run12.txt) tc3 is the fastest path at M = 1, 4,
- * 16 on both dense shapes and the MoE layer; at M = 64 the wmma path is
- * faster (lm_head 557 against 616 us) because tc3 re-reads the weights per
- * 16 tokens. */
+ * 16 on both dense shapes and the MoE layer (it re-reads the weights per 16
+ * tokens). Above it, plain weights take tcm (run 22: M = 64 in_proj_qkv
+ * 13.7 against the wmma path's 24.4 us, lm_head 355 against 558 us), as do
+ * weights of many row blocks from M = 9 (lm_head M = 16: 128.8 against tc3's
+ * 148.9 us; in_proj_qkv keeps tc3, 10.0 against 10.6 us); expert banks keep
+ * tc3 / wmma. */
 #define TC_AUTO_MAX_M 16
 
 template <typename TY>
@@ -933,6 +1187,20 @@ static void launch(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, i
 	while (gmax > 1 && (int64_t)gmax * w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
 		gmax >>= 1;
 	const bool gv = path == LYNN_CUDA_PATH_GEMV;
+	if (path == LYNN_CUDA_PATH_TCM) { /* dense (run() checks): passes of 64 tokens */
+		for (int m0 = 0; m0 < m; m0 += 64) {
+			const int mm = m - m0 < 64 ? m - m0 : 64;
+			const __nv_bfloat16 *xm = x + (int64_t)m0 * w->k;
+			TY *ym = y + (int64_t)m0 * w->n;
+			if (mm <= 16)
+				launch_tcm<2>(w, xm, mm, ym, w->n, st);
+			else if (mm <= 32)
+				launch_tcm<4>(w, xm, mm, ym, w->n, st);
+			else
+				launch_tcm<8>(w, xm, mm, ym, w->n, st);
+		}
+		return;
+	}
 	if (path == LYNN_CUDA_PATH_TC2 || path == LYNN_CUDA_PATH_TC3) {
 		/* token tiles of 8, 16, 32 or 64 per launch, more as further passes */
 		typedef void (*tc_launch)(const struct lynn_cuda_nvfp4_weight *, const int32_t *, int,
@@ -990,7 +1258,7 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 	const __nv_bfloat16 *x = (const __nv_bfloat16 *)d_x;
 	cudaStream_t st = (cudaStream_t)stream;
 	int64_t ygs;
-	bool mma_ok, tc2_ok, tc3_ok;
+	bool mma_ok, tc2_ok, tc3_ok, tcm_ok;
 
 	if (!w || !w->d_packed || !w->d_scales || !w->d_alpha || !d_x || !d_y || m < 1 ||
 	    w->n < 1 || w->k < 32 || w->k % 32 || w->k * GEMV_SHM_PER_K > GEMV_MAX_SHM)
@@ -1002,8 +1270,11 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 	/* tc2, tc3: whether one token tile fits (tc3 also needs whole spans) */
 	tc2_ok = tc_smem(2, 1, w->k) <= TC_MAX_SHM;
 	tc3_ok = tc_smem(3, 1, w->k) <= TC_MAX_SHM && w->k % 128 == 0;
+	tcm_ok = !ids && w->k % 128 == 0 && tcm_smem(8, tcm_ks(8, w->n, w->k, 2), w->k) <= TC_MAX_SHM;
 	if (path == LYNN_CUDA_PATH_AUTO) {
-		if (m <= TC_AUTO_MAX_M && (tc3_ok || tc2_ok))
+		if (tcm_ok && (m > TC_AUTO_MAX_M || (m > 8 && w->n > (int64_t)TCM_ROWS * sm_count())))
+			path = LYNN_CUDA_PATH_TCM;
+		else if (m <= TC_AUTO_MAX_M && (tc3_ok || tc2_ok))
 			path = tc3_ok ? LYNN_CUDA_PATH_TC3 : LYNN_CUDA_PATH_TC2;
 		else
 			path = (m <= GEMV_MAX_M || !mma_ok) ? LYNN_CUDA_PATH_GEMV : LYNN_CUDA_PATH_MMA;
@@ -1014,6 +1285,9 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 	if (path == LYNN_CUDA_PATH_TC3 && !tc3_ok)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 tc3 path needs K %% 128 == 0 and K <= %d",
 				 TC_MAX_SHM / 16 - 8);
+	if (path == LYNN_CUDA_PATH_TCM && !tcm_ok)
+		return lynn_errf(err, -LYNN_EINVAL,
+				 "cuda: nvfp4 tcm path is for plain weights (no experts) with K %% 128 == 0");
 	if (path == LYNN_CUDA_PATH_MMA && !mma_ok)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
 	if ((flags & TC_GATED) && (path != LYNN_CUDA_PATH_TC3 || out != LYNN_CUDA_OUT_BF16))

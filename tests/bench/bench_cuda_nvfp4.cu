@@ -2,7 +2,7 @@
  * bench_cuda_nvfp4.cu - correctness and speed of kernels/nvfp4_*.cu on one
  * GPU. Self-contained (nvcc + cuBLASLt + the plain-C twins in src/), so it
  * builds on a machine without lynn's other dependencies:
- *   sh tests/bench/cuda_nvfp4.sh OUTDIR [--check-only | --time-m1]
+ *   sh tests/bench/cuda_nvfp4.sh OUTDIR [--check-only | --time-m1 [--l2-hot] | --time-only]
  *
  * Correctness (every call on fresh random inputs, output poisoned with NaN
  * first): each NVFP4 kernel path and the CPU twin against an f64 reference
@@ -168,7 +168,7 @@ struct errstat {
 };
 
 /* lynn_cuda_path values in order, for the printed names */
-static const char *const PATH_NAME[LYNN_CUDA_PATH_COUNT] = { "auto", "gemv", "mma", "tc2", "tc3" };
+static const char *const PATH_NAME[LYNN_CUDA_PATH_COUNT] = { "auto", "gemv", "mma", "tc2", "tc3", "tcm" };
 
 static void verdict(const char *what, const errstat &st, double tol)
 {
@@ -260,7 +260,7 @@ static void check_dense(int64_t n, int64_t k, int m, int64_t sample_rows)
 
 	for (int pi = 0; pi < LYNN_CUDA_PATH_COUNT; pi++) {
 		if ((pi == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64)) ||
-		    (pi == LYNN_CUDA_PATH_TC3 && k % 128))
+		    ((pi == LYNN_CUDA_PATH_TC3 || pi == LYNN_CUDA_PATH_TCM) && k % 128))
 			continue;
 		for (int out = 0; out < 2; out++) {
 			std::vector<float> y((size_t)(m * n));
@@ -340,8 +340,8 @@ static void check_moe(int64_t e, int64_t n, int64_t k, int m, bool shared_x)
 	CK(cudaMemcpy(did, ids, sizeof ids, cudaMemcpyHostToDevice));
 	for (int pi = 1; pi < LYNN_CUDA_PATH_COUNT; pi++) {
 		if ((pi == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64)) ||
-		    (pi == LYNN_CUDA_PATH_TC3 && k % 128))
-			continue;
+		    (pi == LYNN_CUDA_PATH_TC3 && k % 128) || pi == LYNN_CUDA_PATH_TCM)
+			continue; /* (tcm: plain weights only) */
 		std::vector<float> y((size_t)(nsel * m * n));
 		CK(cudaMemset(dy, 0xff, y.size() * 4));
 		LY(lynn_cuda_nvfp4_moe_gemm(&d.v, (const int32_t *)did, nsel, dx, xs, m, dy,
@@ -651,6 +651,9 @@ template <typename F> static double time_graph_us(F f, int iters)
 
 /* --time-m1: timings at M = 1 and 4 only, no checks, no large-M table */
 static bool time_small;
+/* --l2-hot (with --time-m1): one weight copy and one expert set, so the
+ * weights are served from L2: what the kernels cost with no DRAM wait */
+static bool l2_hot;
 
 static void *dev_random(size_t bytes)
 {
@@ -682,7 +685,7 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 {
 	const size_t fp4_bytes = (size_t)(n * k / 2 + n * k / 16);
 	const size_t bf_bytes = (size_t)(n * k * 2);
-	const size_t target = (size_t)400 << 20; /* well past the 60 MB L2 */
+	const size_t target = l2_hot ? 1 : (size_t)400 << 20; /* well past the 60 MB L2 */
 	int nc4 = (int)((target + fp4_bytes - 1) / fp4_bytes), ncb = (int)((target + bf_bytes - 1) / bf_bytes);
 	std::vector<dweight> w4((size_t)nc4);
 	std::vector<void *> wb((size_t)ncb);
@@ -735,11 +738,11 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 	int ms[4] = { 1, 4, 16, 64 };
 	for (int mi = 0; mi < (time_small ? 2 : 4); mi++) {
 		int m = ms[mi];
-		double t[LYNN_CUDA_PATH_COUNT], tb, tg, tg2, tbg;
+		double t[LYNN_CUDA_PATH_COUNT], tb, tg, tg2, tgm, tbg;
 		const int it = n > 100000 ? 20 : 200;
 		for (int p = 0; p < LYNN_CUDA_PATH_COUNT; p++) {
 			if ((p == LYNN_CUDA_PATH_MMA && (n % 64 || k % 64)) ||
-			    (p == LYNN_CUDA_PATH_TC3 && k % 128)) {
+			    ((p == LYNN_CUDA_PATH_TC3 || p == LYNN_CUDA_PATH_TCM) && k % 128)) {
 				t[p] = NAN;
 				continue;
 			}
@@ -757,6 +760,10 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 			LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
 						     LYNN_CUDA_OUT_BF16, LYNN_CUDA_PATH_TC2, bst, &e_));
 		}, it);
+		tgm = k % 128 ? NAN : time_graph_us([&](int i) {
+			LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
+						     LYNN_CUDA_OUT_BF16, LYNN_CUDA_PATH_TCM, bst, &e_));
+		}, it);
 		tb = time_us([&](int i) {
 			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, bst, &e_));
 		}, it);
@@ -764,25 +771,27 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 			LY(lynn_cuda_bf16_gemm(blas, wb[(size_t)(i % ncb)], dx, m, n, k, dy, bst, &e_));
 		}, it);
 		double bw = fp4_bytes / (t[0] * 1e-6), bwg = fp4_bytes / (tg * 1e-6);
-		printf("%-10s M=%-3d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc2 %7.2f tc3 %7.2f) "
-		       "%5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | %.2fx\n",
-		       name, m, t[0], t[1], t[2], t[3], t[4], bw / 1e9, 100 * bw / copybw, tb,
+		printf("%-10s M=%-3d b2b: nvfp4 auto %8.2f us (gemv %7.1f mma %7.1f tc2 %7.2f tc3 %7.2f "
+		       "tcm %7.2f) %5.0f GB/s = %3.0f%% of copy | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | "
+		       "%.2fx\n",
+		       name, m, t[0], t[1], t[2], t[3], t[4], t[5], bw / 1e9, 100 * bw / copybw, tb,
 		       bf_bytes / (tb * 1e-6) / 1e9, tb / t[0]);
 		printf("%-10s M=%-3d graph: nvfp4 auto %8.2f us %5.0f GB/s = %3.0f%% of copy (tc2 %.2f us "
-		       "%3.0f%%) | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | %.2fx\n",
+		       "%3.0f%%, tcm %.2f us %3.0f%%) | bf16 cuBLASLt %7.2f us (%5.0f GB/s) | %.2fx\n",
 		       name, m, tg, bwg / 1e9, 100 * bwg / copybw, tg2,
-		       100 * fp4_bytes / (tg2 * 1e-6) / copybw, tbg, bf_bytes / (tbg * 1e-6) / 1e9,
+		       100 * fp4_bytes / (tg2 * 1e-6) / copybw, tgm,
+		       100 * fp4_bytes / (tgm * 1e-6) / copybw, tbg, bf_bytes / (tbg * 1e-6) / 1e9,
 		       tbg / tg);
 		fprintf(jout,
 			"{\"bench\":\"%s\",\"n\":%lld,\"k\":%lld,\"m\":%d,\"us_auto\":%.2f,"
 			"\"us_gemv\":%.2f,\"us_mma\":%.2f,"
-			"\"us_tc2\":%.2f,\"us_tc3\":%.2f,\"us_bf16\":%.2f,\"gbps\":%.1f,"
+			"\"us_tc2\":%.2f,\"us_tc3\":%.2f,\"us_tcm\":%.2f,\"us_bf16\":%.2f,\"gbps\":%.1f,"
 			"\"frac_copy\":%.3f,\"speedup\":%.3f,\"us_auto_graph\":%.2f,\"us_tc2_graph\":%.2f,"
-			"\"us_bf16_graph\":%.2f,"
+			"\"us_tcm_graph\":%.2f,\"us_bf16_graph\":%.2f,"
 			"\"frac_copy_graph\":%.3f,\"speedup_graph\":%.3f}\n",
 			name, (long long)n, (long long)k, m, t[0], t[1], isnan(t[2]) ? -1.0 : t[2], t[3],
-			isnan(t[4]) ? -1.0 : t[4], tb, bw / 1e9, bw / copybw, tb / t[0], tg, tg2, tbg,
-			bwg / copybw, tbg / tg);
+			isnan(t[4]) ? -1.0 : t[4], isnan(t[5]) ? -1.0 : t[5], tb, bw / 1e9, bw / copybw,
+			tb / t[0], tg, tg2, isnan(tgm) ? -1.0 : tgm, tbg, bwg / copybw, tbg / tg);
 		if (m <= 4)
 			for (int kg = 1; kg <= 8; kg *= 2) {
 				lynn_cuda_nvfp4_tc_tune(kg);
@@ -836,7 +845,7 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 	void *dx = dev_bf16((size_t)(64 * 8 * H)), *dh = dev_bf16((size_t)(64 * 8 * 2 * I)), *dy;
 	CK(cudaMalloc(&dy, (size_t)(64 * 8 * H) * 4));
 	int ms[4] = { 1, 4, 16, 64 }, us[4] = { 8, 30, 102, 222 };
-	const int nsets = 16;
+	const int nsets = l2_hot ? 1 : 16;
 	for (int mi = 0; mi < (time_small ? 2 : 4); mi++) {
 		int m = ms[mi], u = us[mi];
 		int t = (int)lround(8.0 * m / u);
@@ -867,7 +876,7 @@ static void bench_moe(double copybw, struct lynn_cublas *blas)
 						    LYNN_CUDA_OUT_BF16, (enum lynn_cuda_path)p, bst, &e_));
 		};
 		for (int p = 0; p < LYNN_CUDA_PATH_COUNT; p++)
-			tp[p] = time_us([&](int i) { layer(i, p); }, 100);
+			tp[p] = p == LYNN_CUDA_PATH_TCM ? NAN : time_us([&](int i) { layer(i, p); }, 100);
 		tpg = time_graph_us([&](int i) { layer(i, 0); }, 100);
 		/* the expert MLP call: silu(gate) * up fused, down's loads early */
 		auto mlp = [&](int i) {
@@ -942,6 +951,8 @@ int main(int argc, char **argv)
 	cudaDeviceProp prop;
 	bool quick = argc > 2 && !strcmp(argv[2], "--check-only");
 	time_small = argc > 2 && !strcmp(argv[2], "--time-m1");
+	const bool time_all = argc > 2 && !strcmp(argv[2], "--time-only");
+	l2_hot = time_small && argc > 3 && !strcmp(argv[3], "--l2-hot");
 
 	snprintf(path, sizeof path, "%s/bench_cuda_nvfp4.jsonl", out);
 	jout = fopen(path, "w");
@@ -954,8 +965,8 @@ int main(int argc, char **argv)
 	       prop.multiProcessorCount, prop.l2CacheSize >> 20);
 	fprintf(jout, "{\"device\":\"%s\",\"cc\":%d}\n", prop.name, prop.major * 10 + prop.minor);
 
-	/* correctness (not with --time-m1) */
-	if (!time_small) {
+	/* correctness (not with --time-m1 or --time-only) */
+	if (!time_small && !time_all) {
 		int mlist[] = { 1, 2, 3, 5, 8, 16, 17, 33, 64, 65 };
 		for (int m : mlist)
 			check_dense(128, 256, m, 1 << 30);
@@ -965,6 +976,8 @@ int main(int argc, char **argv)
 		check_dense(64, 4096, 3, 1 << 30);  /* tc2: 4 laps of its ring; tc3: 4 spans a warp */
 		check_dense(100, 384, 5, 1 << 30);  /* tc3: N % 16 != 0, 3 spans split unevenly over K groups */
 		check_dense(25600, 768, 2, 512);    /* tc3: 6 spans a warp, its 4-span window refilled twice */
+		check_dense(100, 384, 40, 1 << 30); /* tcm: 3 spans over a cluster of 2, 5 token tiles */
+		check_dense(300, 4096, 24, 1 << 30); /* tcm: a cluster of 8, 4 spans a block */
 		for (int m : { 1, 4, 16, 64 }) {
 			check_dense(8192, 2048, m, 512);
 			check_dense(1024, 2048, m, 512);
