@@ -52,7 +52,8 @@ enum lynn_cuda_path {
 				   * cp.async ring; K <= 4152 */
 	LYNN_CUDA_PATH_TC3 = 4,   /* the same streamed into registers; K % 128 == 0, K <= 7224 */
 	LYNN_CUDA_PATH_TCM = 5,   /* tc3's decode, each weight for up to 64 tokens, K split
-				   * over a thread-block cluster; plain weights, K % 128 == 0 */
+				   * over a thread-block cluster; plain weights, K % 128 == 0,
+				   * K <= 6144 */
 	LYNN_CUDA_PATH_COUNT = 6,
 };
 

@@ -1109,14 +1109,16 @@ static size_t tcm_smem(int nt, int ks, int64_t k)
 #define TCM_MAX_SHM2 (80 * 1024)
 
 /* The K split (cluster size): the smallest power of two <= 8 that keeps the
- * block's X stage within the limit and gives >= 0.75 * minb blocks per
- * multiprocessor, with at least one span per block. */
+ * block's X stage within the limit, its K range within 16 spans (the X
+ * stage's loop gives a thread one piece of a row) and gives >= 0.75 * minb
+ * blocks per multiprocessor, with at least one span per block. */
 static int tcm_ks(int nt, int64_t n, int64_t k, int minb)
 {
 	const int64_t spans = k / 128, rowblocks = (n + TCM_ROWS - 1) / TCM_ROWS;
 	int ks = 1;
 	while (ks < 8 && ks * 2 <= spans &&
 	       (tcm_smem(nt, ks, k) > (minb == 1 ? TCM_MAX_SHM1 : TCM_MAX_SHM2) ||
+		(spans + ks - 1) / ks > 16 ||
 		rowblocks * ks * 4 < 3 * minb * (int64_t)sm_count()))
 		ks *= 2;
 	return ks;
@@ -1287,7 +1289,8 @@ static int run(const struct lynn_cuda_nvfp4_weight *w, const int32_t *ids, int g
 				 TC_MAX_SHM / 16 - 8);
 	if (path == LYNN_CUDA_PATH_TCM && !tcm_ok)
 		return lynn_errf(err, -LYNN_EINVAL,
-				 "cuda: nvfp4 tcm path is for plain weights (no experts) with K %% 128 == 0");
+				 "cuda: nvfp4 tcm path is for plain weights (no experts) with K %% 128 "
+				 "== 0 and K <= 6144");
 	if (path == LYNN_CUDA_PATH_MMA && !mma_ok)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 mma path needs N %% 64 and K %% 64");
 	if ((flags & TC_GATED) && (path != LYNN_CUDA_PATH_TC3 || out != LYNN_CUDA_OUT_BF16))
