@@ -637,6 +637,79 @@ static __device__ __forceinline__ uint32_t lynn_ld_ahead(const uint16_t *p)
 	return v;
 }
 
+/* A warp's weight stream (tc3, tcm): D spans of its rows A and B (16
+ * bytes a lane) and their scale pairs in flight in registers, reached at
+ * immediate offsets from four pointers; a slot is refilled right after its
+ * span is decoded */
+template <int D> struct tc_stream {
+	const uint4 *pa, *pb;
+	const uint16_t *qa, *qb;
+	uint4 wa[D], wb[D];
+	uint32_t sa[D], sb[D];
+
+	/* rows ra and rb of the weight (P) and its scales (S) from span s0;
+	 * per span a row has 4 uint4 (64 bytes) and 4 uint16 (8 scale bytes),
+	 * lane c takes the c-th of each */
+	__device__ __forceinline__ void point(const uint8_t *P, const uint8_t *S, int64_t ra,
+					      int64_t rb, int64_t k, int s0, int c)
+	{
+		pa = (const uint4 *)(P + ra * (k / 2) + s0 * 64 + 16 * c);
+		pb = (const uint4 *)(P + rb * (k / 2) + s0 * 64 + 16 * c);
+		qa = (const uint16_t *)(S + ra * (k / 16) + s0 * 8 + 2 * c);
+		qb = (const uint16_t *)(S + rb * (k / 16) + s0 * 8 + 2 * c);
+	}
+	/* the first D spans of the warp's my, plain evict-first loads */
+	__device__ __forceinline__ void start(int my)
+	{
+#pragma unroll
+		for (int s = 0; s < D; s++)
+			if (s < my) {
+				wa[s] = __ldcs(pa + 4 * s);
+				wb[s] = __ldcs(pb + 4 * s);
+				sa[s] = __ldcs(qa + 4 * s);
+				sb[s] = __ldcs(qb + 4 * s);
+			}
+	}
+	/* slot s <- the span D further on */
+	__device__ __forceinline__ void refill(int s)
+	{
+		wa[s] = lynn_ld_ahead(pa + 4 * (s + D));
+		wb[s] = lynn_ld_ahead(pb + 4 * (s + D));
+		sa[s] = lynn_ld_ahead(qa + 4 * (s + D));
+		sb[s] = lynn_ld_ahead(qb + 4 * (s + D));
+	}
+	__device__ __forceinline__ void advance()
+	{
+		pa += 4 * D;
+		pb += 4 * D;
+		qa += 4 * D;
+		qb += 4 * D;
+	}
+};
+
+/* One span of slot s opened for decoding: its words and scale pairs */
+struct tc_span {
+	uint32_t wA[4], wB[4], scA[2], shA[2], scB[2], shB[2];
+};
+
+template <int D>
+static __device__ __forceinline__ tc_span tc_span_open(const tc_stream<D> &st, int s)
+{
+	tc_span p;
+	lynn_tc_scale2(st.sa[s], p.scA, p.shA);
+	lynn_tc_scale2(st.sb[s], p.scB, p.shB);
+	p.wA[0] = st.wa[s].x, p.wA[1] = st.wa[s].y, p.wA[2] = st.wa[s].z, p.wA[3] = st.wa[s].w;
+	p.wB[0] = st.wb[s].x, p.wB[1] = st.wb[s].y, p.wB[2] = st.wb[s].z, p.wB[3] = st.wb[s].w;
+	return p;
+}
+
+/* the A fragments of the span's K steps 2jj and 2jj + 1 */
+static __device__ __forceinline__ void tc_span_frags(const tc_span &p, int jj, uint32_t (&a)[2][4])
+{
+	lynn_tc_dec8(p.wA[jj], p.scA[jj >> 1], p.shA[jj >> 1], a[0][0], a[0][2], a[1][0], a[1][2]);
+	lynn_tc_dec8(p.wB[jj], p.scB[jj >> 1], p.shB[jj >> 1], a[0][1], a[0][3], a[1][1], a[1][3]);
+}
+
 /* D spans in flight per warp, MINB blocks of 256 threads per SM (the
  * registers: 4 spans and 2 blocks; 2 spans and 3 blocks for grids of many
  * waves, see launch_tc_pdl) */
@@ -665,28 +738,16 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	const uint8_t *S = scales + (int64_t)e * n * (k / 16);
 	const int64_t lastA = GATED ? n / 2 - 1 : n - 1;
 	const int64_t ra = rA <= lastA ? rA : lastA, rb = GATED ? ra + n / 2 : rB < n ? rB : n - 1;
-	/* per span: 4 uint4 (64 bytes) of a row, 4 uint16 (8 scale bytes) */
-	const uint4 *pa = (const uint4 *)(P + ra * (k / 2) + s0 * 64 + 16 * c);
-	const uint4 *pb = (const uint4 *)(P + rb * (k / 2) + s0 * 64 + 16 * c);
-	const uint16_t *qa = (const uint16_t *)(S + ra * (k / 16) + s0 * 8 + 2 * c);
-	const uint16_t *qb = (const uint16_t *)(S + rb * (k / 16) + s0 * 8 + 2 * c);
+	tc_stream<D> ws;
+	ws.point(P, S, ra, rb, k, s0, c);
 	float acc[2][MT8][4];
-	uint4 wa[D], wb[D];
-	uint32_t sa[D], sb[D];
 
 #pragma unroll
 	for (int h = 0; h < 2; h++)
 #pragma unroll
 		for (int t = 0; t < MT8; t++)
 			acc[h][t][0] = acc[h][t][1] = acc[h][t][2] = acc[h][t][3] = 0.0f;
-#pragma unroll
-	for (int s = 0; s < D; s++)
-		if (s < my) {
-			wa[s] = __ldcs(pa + 4 * s);
-			wb[s] = __ldcs(pb + 4 * s);
-			sa[s] = __ldcs(qa + 4 * s);
-			sb[s] = __ldcs(qb + 4 * s);
-		}
+	ws.start(my);
 	/* programmatic dependent launch: the weight loads above do not depend
 	 * on the previous kernel, X does */
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -713,11 +774,7 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 		for (int s = 0; s < D; s++) {
 			if (base + s >= my)
 				break;
-			uint32_t scA[2], shA[2], scB[2], shB[2];
-			lynn_tc_scale2(sa[s], scA, shA);
-			lynn_tc_scale2(sb[s], scB, shB);
-			const uint32_t wA[4] = { wa[s].x, wa[s].y, wa[s].z, wa[s].w };
-			const uint32_t wB[4] = { wb[s].x, wb[s].y, wb[s].z, wb[s].w };
+			const tc_span sp = tc_span_open(ws, s);
 			uint4 xv[4] = {};
 			if (MT8 == 1) {
 				const uint4 *xp = (const uint4 *)(xr + xo[0] + s * 128);
@@ -727,11 +784,8 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 			}
 #pragma unroll
 			for (int jj = 0; jj < 4; jj++) {
-				uint32_t a[2][4]; /* the A fragments of K steps 2jj and 2jj + 1 */
-				lynn_tc_dec8(wA[jj], scA[jj >> 1], shA[jj >> 1], a[0][0], a[0][2], a[1][0],
-					     a[1][2]);
-				lynn_tc_dec8(wB[jj], scB[jj >> 1], shB[jj >> 1], a[0][1], a[0][3], a[1][1],
-					     a[1][3]);
+				uint32_t a[2][4];
+				tc_span_frags(sp, jj, a);
 #pragma unroll
 				for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -748,17 +802,10 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 					}
 			}
 			/* refill the slot just used (its registers are free now) */
-			if (base + s + D < my) {
-				wa[s] = lynn_ld_ahead(pa + 4 * (s + D));
-				wb[s] = lynn_ld_ahead(pb + 4 * (s + D));
-				sa[s] = lynn_ld_ahead(qa + 4 * (s + D));
-				sb[s] = lynn_ld_ahead(qb + 4 * (s + D));
-			}
+			if (base + s + D < my)
+				ws.refill(s);
 		}
-		pa += 4 * D;
-		pb += 4 * D;
-		qa += 4 * D;
-		qb += 4 * D;
+		ws.advance();
 		xr += 128 * D;
 	}
 #pragma unroll
@@ -830,25 +877,14 @@ nvfp4_tcm_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	const int xld = tcm_xld(my);
 	const int64_t rA = ((int64_t)blockIdx.x * TCM_WARPS + warp) * 16 + gq, rB = rA + 8;
 	const int64_t ra = rA < n ? rA : n - 1, rb = rB < n ? rB : n - 1;
-	const uint4 *pa = (const uint4 *)(packed + ra * (k / 2) + s0 * 64 + 16 * c);
-	const uint4 *pb = (const uint4 *)(packed + rb * (k / 2) + s0 * 64 + 16 * c);
-	const uint16_t *qa = (const uint16_t *)(scales + ra * (k / 16) + s0 * 8 + 2 * c);
-	const uint16_t *qb = (const uint16_t *)(scales + rb * (k / 16) + s0 * 8 + 2 * c);
+	tc_stream<D> ws;
+	ws.point(packed, scales, ra, rb, k, s0, c);
 	float acc[NT][4];
-	uint4 wa[D], wb[D];
-	uint32_t sa[D], sb[D];
 
 #pragma unroll
 	for (int t = 0; t < NT; t++)
 		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-#pragma unroll
-	for (int s = 0; s < D; s++)
-		if (s < my) {
-			wa[s] = __ldcs(pa + 4 * s);
-			wb[s] = __ldcs(pb + 4 * s);
-			sa[s] = __ldcs(qa + 4 * s);
-			sb[s] = __ldcs(qb + 4 * s);
-		}
+	ws.start(my);
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 	{ /* the block's X: NT * 8 token rows (past M: the last token's) of its K
@@ -873,18 +909,11 @@ nvfp4_tcm_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 		for (int s = 0; s < D; s++) {
 			if (base + s >= my)
 				break;
-			uint32_t scA[2], shA[2], scB[2], shB[2];
-			lynn_tc_scale2(sa[s], scA, shA);
-			lynn_tc_scale2(sb[s], scB, shB);
-			const uint32_t wA[4] = { wa[s].x, wa[s].y, wa[s].z, wa[s].w };
-			const uint32_t wB[4] = { wb[s].x, wb[s].y, wb[s].z, wb[s].w };
+			const tc_span sp = tc_span_open(ws, s);
 #pragma unroll
 			for (int jj = 0; jj < 4; jj++) {
 				uint32_t a[2][4];
-				lynn_tc_dec8(wA[jj], scA[jj >> 1], shA[jj >> 1], a[0][0], a[0][2], a[1][0],
-					     a[1][2]);
-				lynn_tc_dec8(wB[jj], scB[jj >> 1], shB[jj >> 1], a[0][1], a[0][3], a[1][1],
-					     a[1][3]);
+				tc_span_frags(sp, jj, a);
 #pragma unroll
 				for (int t = 0; t < NT; t++) {
 					const uint4 bv =
@@ -893,17 +922,10 @@ nvfp4_tcm_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 					lynn_mma_bf16(acc[t], a[1][0], a[1][1], a[1][2], a[1][3], bv.z, bv.w);
 				}
 			}
-			if (base + s + D < my) {
-				wa[s] = lynn_ld_ahead(pa + 4 * (s + D));
-				wb[s] = lynn_ld_ahead(pb + 4 * (s + D));
-				sa[s] = lynn_ld_ahead(qa + 4 * (s + D));
-				sb[s] = lynn_ld_ahead(qb + 4 * (s + D));
-			}
+			if (base + s + D < my)
+				ws.refill(s);
 		}
-		pa += 4 * D;
-		pb += 4 * D;
-		qa += 4 * D;
-		qb += 4 * D;
+		ws.advance();
 		xr += TCM_SPAN * D;
 	}
 	/* the cluster's reduction: partial sums into this block's shared memory
