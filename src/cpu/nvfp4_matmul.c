@@ -99,17 +99,24 @@ __attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
 }
 
 /* 4 packed bytes -> the 8 unscaled E2M1 values in k order (low nibble
- * first: nibble j of the little-endian word is element j). */
+ * first: nibble j of the little-endian word is element j). Lane j holds the
+ * word shifted right by 4j, so its low nibble is element j's code c: the
+ * permute reads c's magnitude index (bits 0..2), and c << 28 puts the sign
+ * bit at 31 with the index in bits 28..30, which the table entries carry
+ * xor-ed in beforehand (entry i is |q_i|'s bits ^ i << 28), so one xor
+ * leaves |q_i| with the code's sign. */
 __attribute__((target("avx2,fma"))) static inline __m256 dec8_avx2(const uint8_t *p4)
 {
-	const __m256 tbl = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+	const __m256i tbl = _mm256_setr_epi32(0x00000000, 0x3F000000 ^ 1 << 28, 0x3F800000 ^ 2 << 28,
+					      0x3FC00000 ^ 3 << 28, 0x40000000 ^ 4 << 28,
+					      0x40400000 ^ 5 << 28, 0x40800000 ^ 6 << 28,
+					      0x40C00000 ^ 7u << 28);
 	const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-	const __m256i sgn = _mm256_set1_epi32((int)0x80000000u);
 	int32_t w;
 	memcpy(&w, p4, 4);
-	__m256i n = _mm256_srlv_epi32(_mm256_set1_epi32(w), shifts);
-	__m256 q = _mm256_permutevar8x32_ps(tbl, n);
-	return _mm256_xor_ps(q, _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(n, 28), sgn)));
+	const __m256i n = _mm256_srlv_epi32(_mm256_set1_epi32(w), shifts);
+	const __m256i q = _mm256_permutevar8x32_epi32(tbl, n);
+	return _mm256_castsi256_ps(_mm256_xor_si256(q, _mm256_slli_epi32(n, 28)));
 }
 
 /* A row's block scales (nb E4M3 bytes, nb % 8 == 0 or not) -> floats. */
