@@ -958,10 +958,10 @@ nvfp4_tcm_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 		const float vs[4] = { v.x, v.y, v.z, v.w };
 		if (row < n)
 #pragma unroll
-			for (int c = 0; c < 4; c++) {
-				const int tok = t * 8 + 2 * c + (q & 1);
+			for (int j = 0; j < 4; j++) { /* lane 4g + j: tokens t*8 + 2j + (q & 1) */
+				const int tok = t * 8 + 2 * j + (q & 1);
 				if (tok < m)
-					store_out(y + (int64_t)tok * y_ld + row, vs[c] * a);
+					store_out(y + (int64_t)tok * y_ld + row, vs[j] * a);
 			}
 	}
 	cl.sync(); /* no block leaves while its partial sums are being read */
