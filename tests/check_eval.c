@@ -14,6 +14,7 @@
  */
 #include <check.h>
 #include <stdint.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -30,6 +31,7 @@
 #include "lynn/eval.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/profile.h"
 #include "testutil.h"
 
 #define EVAL_FIX FIXTURES "/eval"
@@ -945,6 +947,229 @@ START_TEST(test_eval_inprocess)
 }
 END_TEST
 
+
+/* ===== lynn profile (SPEC §7) ===== */
+
+static double jnum(const cJSON *o, const char *k) { return cJSON_GetObjectItem(o, k)->valuedouble; }
+
+/* The accumulator on hand-made routes: counts, shares, mean probabilities,
+ * categories, and routes it must refuse. */
+START_TEST(test_profile_counts)
+{
+	struct lynn_err e = { 0 };
+	ck_assert_ptr_null(lynn_profile_new(2, 4, 5, &e));
+	ck_assert_int_eq(e.code, -LYNN_EINVAL);
+	struct lynn_profile *p = lynn_profile_new(3, 4, 2, &e);
+	const int r1[] = { 1, 3 }, r2[] = { 1, 2 }, r3[] = { 3, 1 }, bad[] = { 0, 4 };
+	const float p1[] = { 0.5f, 0.25f }, p2[] = { 0.75f, 0.125f }, p3[] = { 0.5f, 0.5f };
+	lynn_profile_route(p, 0, 2, r1, p1); /* before any category */
+	ck_assert_int_eq(lynn_profile_category(p, "a", &e), 0);
+	lynn_profile_route(p, 0, 2, r1, p1);
+	lynn_profile_route(p, 0, 2, r2, p2);
+	lynn_profile_route(p, 3, 2, r1, p1);  /* no such layer */
+	lynn_profile_route(p, 0, 1, r1, p1);  /* k != top_k */
+	lynn_profile_route(p, 0, 2, bad, p1); /* no such expert */
+	lynn_profile_prompt_done(p);
+	ck_assert_int_eq(lynn_profile_category(p, "b", &e), 0);
+	lynn_profile_route(p, 0, 2, r3, p3);
+	lynn_profile_route(p, 2, 2, r2, p2);
+	lynn_profile_prompt_done(p);
+	ck_assert_int_eq(lynn_profile_malformed(p), 4);
+	ck_assert_int_eq(lynn_profile_layer_tokens(p, 0), 3);
+	ck_assert_int_eq(lynn_profile_layer_tokens(p, 1), 0);
+
+	cJSON *r = lynn_profile_report(p, 16);
+	ck_assert_str_eq(cJSON_GetObjectItem(r, "schema_version")->valuestring, "lynn-activation-profile-v1");
+	ck_assert(jnum(r, "n_layers") == 3 && jnum(r, "n_experts_per_layer") == 4 && jnum(r, "top_k") == 2);
+	ck_assert(jnum(r, "n_prompts") == 2 && jnum(r, "max_tokens_per_prompt") == 16);
+	ck_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(r, "categories"), 1)->valuestring, "b");
+	const cJSON *layers = cJSON_GetObjectItem(r, "layers"), *l0 = cJSON_GetArrayItem(layers, 0);
+	ck_assert_int_eq(cJSON_GetArraySize(layers), 2); /* layer 1 routed nothing */
+	ck_assert(jnum(cJSON_GetArrayItem(layers, 1), "layer_idx") == 2);
+	ck_assert(jnum(l0, "n_tokens") == 3);
+	const double want_cnt[] = { 0, 3, 1, 2 }, want_avg[] = { 0, (0.5 + 0.75 + 0.5) / 3, 0.125, 0.375 };
+	for (int x = 0; x < 4; x++) {
+		ck_assert(cJSON_GetArrayItem(cJSON_GetObjectItem(l0, "expert_token_count"), x)->valuedouble == want_cnt[x]);
+		ck_assert(fabs(cJSON_GetArrayItem(cJSON_GetObjectItem(l0, "expert_usage_pct"), x)->valuedouble -
+			       100.0 * want_cnt[x] / 3) < 1e-12);
+		ck_assert(fabs(cJSON_GetArrayItem(cJSON_GetObjectItem(l0, "avg_gate_prob_when_active"), x)->valuedouble -
+			       want_avg[x]) < 1e-7);
+	}
+	const cJSON *b0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "by_category"), "b"), 0);
+	ck_assert(jnum(b0, "n_tokens") == 1);
+	ck_assert(cJSON_GetArrayItem(cJSON_GetObjectItem(b0, "expert_token_count"), 3)->valuedouble == 1);
+	ck_assert(cJSON_GetArrayItem(cJSON_GetObjectItem(b0, "expert_usage_pct"), 1)->valuedouble == 100);
+	ck_assert_ptr_null(cJSON_GetObjectItem(b0, "avg_gate_prob_when_active"));
+	cJSON_Delete(r);
+	char *svg = lynn_profile_heatmap_svg(p);
+	int rects = 0;
+	for (const char *q = svg; (q = strstr(q, "<rect x=")); q++)
+		rects++;
+	ck_assert_int_eq(rects, 3 * 4);
+	ck_assert_ptr_nonnull(strstr(svg, "layer 0 expert 1: 100.00% (3 tokens)"));
+	ck_assert_ptr_nonnull(strstr(svg, "</svg>"));
+	free(svg);
+	lynn_profile_free(p);
+}
+END_TEST
+
+static void write_profile_prompts(const char *dir)
+{
+	char p[512];
+	snprintf(p, sizeof p, "%s/general.jsonl", dir);
+	static const char general[] = "{\"id\":\"a\",\"category\":\"chat\",\"prompt\":\"Hello there\"}\n"
+				      "{\"id\":\"b\",\"prompt\":\"What is 2+2?\"}\n",
+			  zh[] = "\n{\"user\":\"写一首关于秋天的诗\"}\n", notes[] = "not a prompt file\n";
+	tu_write(p, general, strlen(general));
+	snprintf(p, sizeof p, "%s/zh.jsonl", dir);
+	tu_write(p, zh, strlen(zh));
+	snprintf(p, sizeof p, "%s/notes.txt", dir);
+	tu_write(p, notes, strlen(notes));
+}
+
+/* The command on the tiny Qwen3.5-MoE: the report's arithmetic holds
+ * together, the token count matches `lynn generate` on the same prompt, and
+ * two runs agree. */
+START_TEST(test_profile_command)
+{
+	char *dir = tu_mkdtemp(), *args;
+	char p1[512], p2[512], svg[512];
+	write_profile_prompts(dir);
+	snprintf(p1, sizeof p1, "%s/a.json", dir);
+	snprintf(p2, sizeof p2, "%s/b.json", dir);
+	snprintf(svg, sizeof svg, "%s/h.svg", dir);
+	ck_assert(asprintf(&args, "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir '%s' --out '%s' "
+			   "--max-tokens 8 --heatmap '%s' --threads 1", dir, p1, svg) > 0);
+	struct tu_run r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	tu_run_free(&r);
+	free(args);
+	cJSON *rep = lynn_json_load(p1, 1 << 24, NULL);
+	ck_assert_ptr_nonnull(rep);
+	ck_assert(jnum(rep, "n_layers") == 4 && jnum(rep, "n_experts_per_layer") == 8 && jnum(rep, "top_k") == 2);
+	ck_assert(jnum(rep, "n_prompts") == 3);
+	const cJSON *cats = cJSON_GetObjectItem(rep, "categories");
+	ck_assert_int_eq(cJSON_GetArraySize(cats), 3);
+	ck_assert_str_eq(cJSON_GetArrayItem(cats, 0)->valuestring, "chat");
+	ck_assert_str_eq(cJSON_GetArrayItem(cats, 1)->valuestring, "general");
+	ck_assert_str_eq(cJSON_GetArrayItem(cats, 2)->valuestring, "zh");
+	const cJSON *layers = cJSON_GetObjectItem(rep, "layers"), *by = cJSON_GetObjectItem(rep, "by_category");
+	ck_assert_int_eq(cJSON_GetArraySize(layers), 4);
+	double ntok = jnum(cJSON_GetArrayItem(layers, 0), "n_tokens");
+	for (int li = 0; li < 4; li++) {
+		const cJSON *l = cJSON_GetArrayItem(layers, li);
+		double sum = 0, cat_tok = 0;
+		ck_assert(jnum(l, "layer_idx") == li && jnum(l, "n_tokens") == ntok);
+		for (int x = 0; x < 8; x++) {
+			double c = cJSON_GetArrayItem(cJSON_GetObjectItem(l, "expert_token_count"), x)->valuedouble;
+			double pct = cJSON_GetArrayItem(cJSON_GetObjectItem(l, "expert_usage_pct"), x)->valuedouble;
+			double avg = cJSON_GetArrayItem(cJSON_GetObjectItem(l, "avg_gate_prob_when_active"), x)->valuedouble;
+			double cat_c = 0;
+			sum += c;
+			ck_assert(fabs(pct - 100 * c / ntok) < 1e-9);
+			/* a selected expert holds at least 1/E of the probability in top-2 of 8 */
+			ck_assert(c ? avg >= 1.0 / 8 && avg <= 1 : avg == 0);
+			for (const cJSON *cat = by->child; cat; cat = cat->next)
+				cat_c += cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cat, li),
+										"expert_token_count"), x)->valuedouble;
+			ck_assert(cat_c == c);
+		}
+		ck_assert(sum == 2 * ntok);
+		for (const cJSON *cat = by->child; cat; cat = cat->next)
+			cat_tok += jnum(cJSON_GetArrayItem(cat, li), "n_tokens");
+		ck_assert(cat_tok == ntok);
+	}
+	/* the "chat" prompt alone: its prompt tokens plus the generated ones
+	 * fed back, as `lynn generate` counts them */
+	r = tu_lynn("generate --model " FIXTURES "/qwen35moe-tiny --prompt 'Hello there' --max-tokens 8 "
+		    "--print-ids", NULL, NULL);
+	ck_assert_int_eq(r.status, 0);
+	int n_prompt = 0, n_gen = 0;
+	const char *st = strstr(r.err, "prompt ");
+	ck_assert(st && sscanf(st, "prompt %d tokens", &n_prompt) == 1);
+	for (char *q = r.out; *q;)
+		if (strtol(q, &q, 10) >= 0 && (*q == ' ' || *q == '\0' || *q == '\n')) {
+			n_gen++;
+			while (*q == ' ' || *q == '\n')
+				q++;
+		} else
+			break;
+	tu_run_free(&r);
+	const cJSON *chat0 = cJSON_GetArrayItem(cJSON_GetObjectItem(by, "chat"), 0);
+	ck_assert_msg(jnum(chat0, "n_tokens") == n_prompt + n_gen - 1, "%g vs %d + %d - 1",
+		      jnum(chat0, "n_tokens"), n_prompt, n_gen);
+	/* the heatmap: one cell per (layer, expert) */
+	char *s = tu_read(svg, NULL);
+	int rects = 0;
+	for (const char *q = s; (q = strstr(q, "<rect x=")); q++)
+		rects++;
+	ck_assert_int_eq(rects, 4 * 8);
+	free(s);
+	/* a second run, one prompt: the same routes for it */
+	ck_assert(asprintf(&args, "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir '%s' --out '%s' "
+			   "--max-tokens 8 --max-prompts 1 -q", dir, p2) > 0);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	tu_run_free(&r);
+	free(args);
+	cJSON *rep2 = lynn_json_load(p2, 1 << 24, NULL);
+	ck_assert(jnum(rep2, "n_prompts") == 1);
+	const cJSON *only = cJSON_GetObjectItem(rep2, "by_category");
+	ck_assert_int_eq(cJSON_GetArraySize(only), 1);
+	ck_assert(cJSON_Compare(cJSON_GetObjectItem(only, "chat"), cJSON_GetObjectItem(by, "chat"), true));
+	cJSON_Delete(rep2);
+	cJSON_Delete(rep);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
+/* Bad arguments and inputs: exit 2, naming what is wrong; no report. */
+START_TEST(test_profile_bad_input)
+{
+	static const char *const subdirs[] = { "empty", "broken", "good" };
+	char *dir = tu_mkdtemp(), *args, out[512];
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(out, sizeof out, "%s/%s", dir, subdirs[i]);
+		ck_assert(mkdir(out, 0755) == 0);
+	}
+	snprintf(out, sizeof out, "%s/broken/b.jsonl", dir);
+	tu_write(out, "{\"prompt\":\"ok\"}\n{\"prompt\": 3}\n", 31);
+	snprintf(out, sizeof out, "%s/good/g.jsonl", dir);
+	tu_write(out, "{\"prompt\":\"ok\"}\n", 16);
+	snprintf(out, sizeof out, "%s/r.json", dir);
+	const struct {
+		const char *args, *msg;
+	} cases[] = {
+		{ "profile --prompts-dir %s --out %s", "required" },
+		{ "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir %s/nope --out %s", "nope" },
+		{ "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir %s/empty --out %s", "no *.jsonl" },
+		{ "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir %s/broken --out %s", "b.jsonl' line 2" },
+		{ "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir %s/broken --out %s --max-tokens 0",
+		  "--max-tokens" },
+		{ "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir %s/broken --out %s --device cuda",
+		  "cpu" },
+		{ "profile --model %s/none --prompts-dir %s/good --out %s", "none" },
+		{ "profile --model %s --prompts-dir %s/good --out %s", "config.json" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		if (i >= 6)
+			ck_assert(asprintf(&args, cases[i].args, dir, dir, out) > 0);
+		else
+			ck_assert(asprintf(&args, cases[i].args, dir, out) > 0);
+		struct tu_run r = tu_lynn(args, NULL, NULL);
+		ck_assert_msg(r.status == 2, "case %zu: exit %d (%s)", i, r.status, r.err);
+		ck_assert_msg(strstr(r.err, cases[i].msg), "case %zu: stderr lacks '%s': %s", i, cases[i].msg,
+			      r.err);
+		ck_assert(!lynn_file_exists(out));
+		tu_run_free(&r);
+		free(args);
+	}
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 Suite *eval_suite(void)
 {
 	Suite *s = suite_create("eval");
@@ -966,6 +1191,9 @@ Suite *eval_suite(void)
 	tcase_add_test(e, test_out_dir);
 	tcase_add_test(e, test_daily_mix);
 	tcase_add_test(e, test_eval_inprocess);
+	tcase_add_test(u, test_profile_counts);
+	tcase_add_test(u, test_profile_bad_input);
+	tcase_add_test(e, test_profile_command);
 	tcase_set_timeout(e, 120);
 	suite_add_tcase(s, u);
 	suite_add_tcase(s, e);

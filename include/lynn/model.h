@@ -52,6 +52,15 @@ int lynn_model_n_threads(const struct lynn_model *m);
  * matrix, top-k routed experts, lm_head): the memory-roofline numerator. */
 uint64_t lynn_model_active_bytes(const struct lynn_model *m);
 
+/* Observer of the MoE router (lynn profile): called during every forward
+ * pass, for every token and MoE layer, with the k selected experts (by
+ * descending probability, lower index first on ties) and their router
+ * probabilities (softmax over all experts, before the top-k weights are
+ * renormalised). fn NULL turns it off. Not thread-safe with a running
+ * forward pass. */
+typedef void (*lynn_route_fn)(void *ud, int layer, int k, const int *experts, const float *probs);
+void lynn_model_set_route_observer(struct lynn_model *m, lynn_route_fn fn, void *ud);
+
 /* ===== sequence state ===== */
 /* KV caches of the full-attention layers (grow on demand), conv and
  * recurrent states of the DeltaNet layers, and the position. Caller frees

@@ -55,5 +55,6 @@ int cmd_quant_verify(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 #endif

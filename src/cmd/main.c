@@ -34,6 +34,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "pack", cmd_pack, "ship gate: complete a quantized folder and check files, tokenizer, weights" },
 	{ "eval", cmd_eval, "four-gate ship verdict (NET_WIN/ABORT) and daily-mix comparison" },
 	{ "quant-verify", cmd_quant_verify, "is each quantized variant still the reference model? (PASS/FAIL)" },
+	{ "profile", cmd_profile, "MoE expert activation over prompt sets, for pruning" },
 	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
 };
 

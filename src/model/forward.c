@@ -376,6 +376,8 @@ static void moe(struct lynn_model *m, struct scratch *s, int li, int64_t n)
 			tot += r[best];
 			s->cnt[best]++;
 		}
+		if (m->route_fn)
+			m->route_fn(m->route_ud, li, k, se, sw);
 		for (int j = 0; j < k; j++)
 			sw[j] /= tot;
 	}

@@ -473,6 +473,12 @@ static uint64_t lin_bytes(const struct lin *l)
 	return (uint64_t)l->n_out * (uint64_t)l->n_in * lynn_dtype_size(l->dt);
 }
 
+void lynn_model_set_route_observer(struct lynn_model *m, lynn_route_fn fn, void *ud)
+{
+	m->route_fn = fn;
+	m->route_ud = ud;
+}
+
 uint64_t lynn_model_active_bytes(const struct lynn_model *m)
 {
 	uint64_t s = (m->embed_is_gg ? m->embed_gg.row_bytes : (uint64_t)m->H * lynn_dtype_size(m->embed_dt)) +

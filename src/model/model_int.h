@@ -61,6 +61,8 @@ struct lynn_model {
 	struct lin lm_head;
 	float *inv_freq;             /* (rot_dim / 2) */
 	bool lora_on;
+	lynn_route_fn route_fn;      /* MoE router observer (lynn_model_set_route_observer) */
+	void *route_ud;
 	char *arena;                 /* forward scratch, reused across calls */
 	size_t arena_cap;
 	/* derived sizes */
