@@ -31,6 +31,7 @@
 #include "lynn/eval.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/model.h"
 #include "lynn/profile.h"
 #include "testutil.h"
 
@@ -1170,6 +1171,102 @@ START_TEST(test_profile_bad_input)
 }
 END_TEST
 
+
+/* ===== lynn profile against llama.cpp's router (tests/fixtures/profile) ===== */
+
+/* Router probabilities: llama.cpp keeps its KV cache in f16 and sums in
+ * another order (its logits differ from lynn's by up to 7.2e-3 on this
+ * model, docs/benchmarks.md); the probabilities of the choices differ by at
+ * most 9.9e-4 on the fixture. A choice whose k-th probability leads the
+ * next one by less than TOL_ROUTE_GAP is a near tie either runner may break
+ * either way (25 of the fixture's 480 routes). */
+#define TOL_ROUTE_PROB 2e-3
+#define TOL_ROUTE_GAP 1e-3
+
+struct route_rec {
+	int n, cap, k;
+	int *layer, *experts;
+	float *probs;
+};
+
+static void record_route(void *ud, int layer, int k, const int *experts, const float *probs)
+{
+	struct route_rec *r = ud;
+	if (r->n == r->cap) {
+		r->cap = r->cap ? 2 * r->cap : 256;
+		r->layer = realloc(r->layer, (size_t)r->cap * sizeof *r->layer);
+		r->experts = realloc(r->experts, (size_t)r->cap * (size_t)k * sizeof *r->experts);
+		r->probs = realloc(r->probs, (size_t)r->cap * (size_t)k * sizeof *r->probs);
+		ck_assert(r->layer && r->experts && r->probs);
+	}
+	r->k = k;
+	r->layer[r->n] = layer;
+	memcpy(r->experts + (size_t)r->n * k, experts, (size_t)k * sizeof *experts);
+	memcpy(r->probs + (size_t)r->n * k, probs, (size_t)k * sizeof *probs);
+	r->n++;
+}
+
+/* The router observer against llama.cpp token by token, on the same ids. */
+START_TEST(test_profile_routes_vs_llama)
+{
+	struct lynn_err e = { 0 };
+	cJSON *fx = lynn_json_load(FIXTURES "/profile/llama_routes.json", 1 << 24, &e);
+	ck_assert_msg(fx, "%s", e.msg);
+	struct lynn_model *m = lynn_model_open(FIXTURES "/qwen35moe-tiny-text-f32", NULL, &e);
+	ck_assert_msg(m, "%s", e.msg);
+	struct lynn_seq *seq = lynn_seq_create(m, &e);
+	int n_cmp = 0, n_tie = 0;
+	double max_dp = 0;
+	const cJSON *pr;
+	cJSON_ArrayForEach(pr, cJSON_GetObjectItem(fx, "prompts")) {
+		const cJSON *jids = cJSON_GetObjectItem(pr, "ids"), *layers = cJSON_GetObjectItem(pr, "layers");
+		int n = cJSON_GetArraySize(jids), k = (int)jnum(pr, "top_k");
+		int32_t *ids = malloc((size_t)n * sizeof *ids);
+		for (int i = 0; i < n; i++)
+			ids[i] = (int32_t)cJSON_GetArrayItem(jids, i)->valueint;
+		struct route_rec rec = { 0 };
+		lynn_seq_reset(seq);
+		lynn_model_set_route_observer(m, record_route, &rec);
+		ck_assert_int_eq(lynn_model_prefill(m, seq, ids, n, false, NULL, &e), 0);
+		lynn_model_set_route_observer(m, NULL, NULL);
+		ck_assert_int_eq(rec.n, n * cJSON_GetArraySize(layers));
+		ck_assert_int_eq(rec.k, k);
+		/* routes arrive layer by layer, token by token within a layer */
+		for (int r = 0; r < rec.n; r++) {
+			const int li = rec.layer[r], t = r % n;
+			const cJSON *lt = cJSON_GetArrayItem(
+				cJSON_GetObjectItem(cJSON_GetArrayItem(layers, li), "tokens"), t);
+			ck_assert_int_eq(li, r / n);
+			if (jnum(lt, "gap") < TOL_ROUTE_GAP) {
+				n_tie++;
+				continue;
+			}
+			for (int j = 0; j < k; j++) {
+				int want = cJSON_GetArrayItem(cJSON_GetObjectItem(lt, "experts"), j)->valueint;
+				double wp = cJSON_GetArrayItem(cJSON_GetObjectItem(lt, "probs"), j)->valuedouble;
+				double dp = fabs(rec.probs[(size_t)r * k + j] - wp);
+				ck_assert_msg(rec.experts[(size_t)r * k + j] == want && dp <= TOL_ROUTE_PROB,
+					      "layer %d token %d choice %d: expert %d p %.6f, llama.cpp %d p %.6f",
+					      li, t, j, rec.experts[(size_t)r * k + j],
+					      (double)rec.probs[(size_t)r * k + j], want, wp);
+				max_dp = dp > max_dp ? dp : max_dp;
+			}
+			n_cmp++;
+		}
+		free(rec.layer);
+		free(rec.experts);
+		free(rec.probs);
+		free(ids);
+	}
+	fprintf(stderr, "profile: routes vs llama.cpp: %d agree (max |dp| %.2e), %d near ties skipped\n",
+		n_cmp, max_dp, n_tie);
+	ck_assert(n_cmp > 400);
+	lynn_seq_free(seq);
+	lynn_model_close(m);
+	cJSON_Delete(fx);
+}
+END_TEST
+
 Suite *eval_suite(void)
 {
 	Suite *s = suite_create("eval");
@@ -1194,6 +1291,7 @@ Suite *eval_suite(void)
 	tcase_add_test(u, test_profile_counts);
 	tcase_add_test(u, test_profile_bad_input);
 	tcase_add_test(e, test_profile_command);
+	tcase_add_test(e, test_profile_routes_vs_llama);
 	tcase_set_timeout(e, 120);
 	suite_add_tcase(s, u);
 	suite_add_tcase(s, e);
