@@ -26,9 +26,9 @@ void lynn_profile_free(struct lynn_profile *p);
 /* The category the next routed tokens count for (created on first use). */
 int lynn_profile_category(struct lynn_profile *p, const char *name, struct lynn_err *err);
 
-/* The router observer (lynn_route_fn); ud is the profile. Routes of a layer
- * outside [0, n_layers), of k != top_k or naming an expert outside
- * [0, n_experts) are counted as malformed, not recorded. */
+/* The router observer (lynn_route_fn); ud is the profile. Routes before the
+ * first category, of a layer outside [0, n_layers), of k != top_k or naming
+ * an expert outside [0, n_experts) are counted as malformed, not recorded. */
 void lynn_profile_route(void *ud, int layer, int k, const int *experts, const float *probs);
 
 /* One prompt done (counted in n_prompts). */
