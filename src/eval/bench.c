@@ -13,10 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lynn/bench.h"
 #include "lynn/json.h"
+#include "lynn/progress.h" /* lynn_now */
 
 /* ===== text/event-stream ===== */
 
@@ -141,13 +141,6 @@ int lynn_sse_feed(struct lynn_sse *s, const char *data, size_t len)
 
 /* ===== requests ===== */
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 struct breq {
 	CURL *h;
 	struct curl_slist *hdr;
@@ -172,7 +165,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud)
 	}
 	int r = lynn_sse_feed(&q->sse, p, n);
 	if (r > 0 && !q->t_first)
-		q->t_first = now_s();
+		q->t_first = lynn_now();
 	return n; /* a broken stream is reported at the end, not aborted */
 }
 
@@ -244,7 +237,7 @@ static int req_start(const struct lynn_bench_opts *o, CURLM *mh, struct breq *q,
 	curl_easy_setopt(q->h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(q->h, CURLOPT_TIMEOUT_MS, (long)(o->timeout_s * 1000));
 	curl_easy_setopt(q->h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-	q->t0 = now_s();
+	q->t0 = lynn_now();
 	return curl_multi_add_handle(mh, q->h) == CURLM_OK ? 0 : -LYNN_ENOMEM;
 }
 
@@ -279,7 +272,7 @@ static bool req_finish(struct breq *q, CURLcode rc, struct lynn_bench_level *lv,
 		       double *tps, double *e2e, double *prompt_sum, int *n_prompt)
 {
 	char why[256] = "";
-	q->t_end = now_s();
+	q->t_end = lynn_now();
 	curl_easy_getinfo(q->h, CURLINFO_RESPONSE_CODE, &q->status);
 	if (rc != CURLE_OK)
 		snprintf(why, sizeof why, "transfer: %.200s", q->errbuf[0] ? q->errbuf : curl_easy_strerror(rc));
@@ -325,7 +318,7 @@ int lynn_bench_level_run(const struct lynn_bench_opts *o, int concurrency,
 		rc = lynn_errf(err, -LYNN_ENOMEM, "bench: out of memory");
 		goto out;
 	}
-	const double t0 = now_s();
+	const double t0 = lynn_now();
 	while (started < total || active) {
 		for (int s = 0; s < concurrency && started < total; s++)
 			if (!q[s].h) {
@@ -354,7 +347,7 @@ int lynn_bench_level_run(const struct lynn_bench_opts *o, int concurrency,
 		if (active)
 			curl_multi_poll(mh, NULL, 0, 100, NULL);
 	}
-	lv->wall_s = now_s() - t0;
+	lv->wall_s = lynn_now() - t0;
 	if (lv->n_ok) {
 		for (int i = 0; i < lv->n_ok; i++) {
 			lv->ttft_mean_s += ttft[i] / lv->n_ok;
