@@ -83,19 +83,58 @@ double lynn_score_round(double x, int ndigits)
 
 /* ===== interning ===== */
 
+/* Table entry (8 bytes: less to clear per call): the high half of a span's
+ * hash and the index of the first span with it (UINT32_MAX: empty). */
+struct intern_ent {
+	uint32_t hi, first;
+};
+
+/* Span k's id: the id of the first equal span already in the table, or the
+ * next new id (linear probing from pos). */
+static inline __attribute__((always_inline)) uint32_t intern_probe(struct intern_ent *t, size_t mask, size_t pos, uint32_t hi,
+				    size_t k, const uint32_t *cps, const uint32_t *off,
+				    const uint32_t *wlen, const uint32_t *ids, size_t *nd)
+{
+	const uint32_t *w = cps + off[k], l = wlen[k];
+	for (;;) {
+		uint32_t f = t[pos].first, q = 0;
+		if (f == UINT32_MAX) {
+			t[pos].hi = hi;
+			t[pos].first = (uint32_t)k;
+			return (uint32_t)(*nd)++;
+		}
+		if (t[pos].hi == hi && wlen[f] == l) {
+			const uint32_t *v = cps + off[f];
+			while (q < l && v[q] == w[q])
+				q++;
+			if (q == l)
+				return ids[f];
+		}
+		pos = (pos + 1) & mask;
+	}
+}
+
+/* An empty table for n spans (at most half full), in the context's slot. */
+static inline __attribute__((always_inline)) struct intern_ent *intern_table(struct lynn_score_ctx *ctx, enum score_slot slot, size_t n,
+				       size_t *mask, struct lynn_err *err)
+{
+	size_t cap = pow2_at_least(2 * n + 2);
+	struct intern_ent *t = score_buf(ctx, slot, cap * sizeof *t, err);
+	if (t)
+		memset(t, 0xFF, cap * sizeof *t);
+	*mask = cap - 1;
+	return t;
+}
+
 int score_intern(struct lynn_score_ctx *ctx, enum score_slot slot, const uint32_t *cps,
 		 const uint32_t *off, const uint32_t *wlen, size_t n, uint32_t *ids,
 		 size_t *n_distinct, struct lynn_err *err)
 {
-	/* table entry (8 bytes: less to clear per call): the high half of the
-	 * hash and the index of the first span with it (UINT32_MAX: empty) */
-	size_t cap = pow2_at_least(2 * n + 2), mask = cap - 1, nd = 0;
-	struct ent { uint32_t hi, first; } *t;
+	size_t mask, nd = 0;
+	struct intern_ent *t = intern_table(ctx, slot, n, &mask, err);
 
-	t = score_buf(ctx, slot, cap * sizeof *t, err);
 	if (!t)
 		return -LYNN_ENOMEM;
-	memset(t, 0xFF, cap * sizeof *t);
 	for (size_t k = 0; k < n; k++) {
 		/* rotate-xor over the span (one short dependency chain per
 		 * item), mixed once: ids are in order of first appearance, so
@@ -109,25 +148,7 @@ int score_intern(struct lynn_score_ctx *ctx, enum score_slot slot, const uint32_
 		h = mix64(h);
 		hi = (uint32_t)(h >> 32);
 		pos = (size_t)h & mask;
-		for (;;) {
-			uint32_t f = t[pos].first, q = 0;
-			if (f == UINT32_MAX) {
-				t[pos].hi = hi;
-				t[pos].first = (uint32_t)k;
-				ids[k] = (uint32_t)nd++;
-				break;
-			}
-			if (t[pos].hi == hi && wlen[f] == l) {
-				const uint32_t *v = cps + off[f];
-				while (q < l && v[q] == w[q])
-					q++;
-				if (q == l) {
-					ids[k] = ids[f];
-					break;
-				}
-			}
-			pos = (pos + 1) & mask;
-		}
+		ids[k] = intern_probe(t, mask, pos, hi, k, cps, off, wlen, ids, &nd);
 	}
 	*n_distinct = nd;
 	return 0;
@@ -137,39 +158,14 @@ int score_intern_hashed(struct lynn_score_ctx *ctx, enum score_slot slot, const 
 			const uint32_t *off, const uint32_t *wlen, const uint64_t *hs, size_t n,
 			uint32_t *ids, size_t *n_distinct, struct lynn_err *err)
 {
-	/* table entry (8 bytes): the high half of the hash and the index of
-	 * the first span with it (UINT32_MAX: empty); slot = low bits */
-	size_t cap = pow2_at_least(2 * n + 2), mask = cap - 1, nd = 0;
-	struct ent { uint32_t hi, first; } *t;
+	size_t mask, nd = 0;
+	struct intern_ent *t = intern_table(ctx, slot, n, &mask, err);
 
-	t = score_buf(ctx, slot, cap * sizeof *t, err);
 	if (!t)
 		return -LYNN_ENOMEM;
-	memset(t, 0xFF, cap * sizeof *t);
-	for (size_t k = 0; k < n; k++) {
-		uint32_t hi = (uint32_t)(hs[k] >> 32), l = wlen[k];
-		const uint32_t *w = cps + off[k];
-		size_t pos = (size_t)hs[k] & mask;
-		for (;;) {
-			uint32_t f = t[pos].first, q = 0;
-			if (f == UINT32_MAX) {
-				t[pos].hi = hi;
-				t[pos].first = (uint32_t)k;
-				ids[k] = (uint32_t)nd++;
-				break;
-			}
-			if (t[pos].hi == hi && wlen[f] == l) {
-				const uint32_t *v = cps + off[f];
-				while (q < l && v[q] == w[q])
-					q++;
-				if (q == l) {
-					ids[k] = ids[f];
-					break;
-				}
-			}
-			pos = (pos + 1) & mask;
-		}
-	}
+	for (size_t k = 0; k < n; k++) /* slot: the hash's low bits; the entry keeps the high half */
+		ids[k] = intern_probe(t, mask, (size_t)hs[k] & mask, (uint32_t)(hs[k] >> 32), k, cps, off,
+				      wlen, ids, &nd);
 	*n_distinct = nd;
 	return 0;
 }
