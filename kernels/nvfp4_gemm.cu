@@ -1072,6 +1072,32 @@ static int tc_mt8(int v, int m, int64_t k)
 	return mt8;
 }
 
+/* The launch of a tc kernel: 256-thread blocks, programmatic dependent
+ * launch (the kernel's weight loads may start while the previous kernel on
+ * the stream ends) and, with cluster_y > 0, thread-block clusters of
+ * (1, cluster_y, 1). Used in place: cfg points at the attributes. */
+struct pdl_launch {
+	cudaLaunchConfig_t cfg;
+	cudaLaunchAttribute at[2];
+
+	pdl_launch(dim3 grid, size_t smem, cudaStream_t st, unsigned cluster_y = 0) : cfg()
+	{
+		at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[0].val.programmaticStreamSerializationAllowed = 1;
+		at[1].id = cudaLaunchAttributeClusterDimension;
+		at[1].val.clusterDim.x = 1;
+		at[1].val.clusterDim.y = cluster_y;
+		at[1].val.clusterDim.z = 1;
+		cfg.gridDim = grid;
+		cfg.blockDim = dim3(256);
+		cfg.dynamicSmemBytes = smem;
+		cfg.stream = st;
+		cfg.attrs = at;
+		cfg.numAttrs = cluster_y ? 2 : 1;
+	}
+	pdl_launch(const pdl_launch &) = delete;
+};
+
 /* tc2 (V = 2) or tc3 (V = 3), launched with programmatic dependent launch:
  * the kernel's weight loads start while the previous kernel on the stream
  * finishes (griddepcontrol.wait in the kernel guards X and the expert ids) */
@@ -1103,17 +1129,9 @@ static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t 
 		cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_MAX_SHM);
 		raised[many + 2 * gated] = true;
 	}
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[1];
-	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[0].val.programmaticStreamSerializationAllowed = 1;
-	cfg.gridDim = dim3((unsigned)((rows + rows_per_block - 1) / rows_per_block), (unsigned)groups);
-	cfg.blockDim = dim3(256);
-	cfg.dynamicSmemBytes = tc_smem(V, MT8, w->k);
-	cfg.stream = st;
-	cfg.attrs = at;
-	cfg.numAttrs = 1;
-	cudaLaunchKernelEx(&cfg, kern, w->d_packed, w->d_scales, (const float *)w->d_alpha, ids,
+	const pdl_launch L(dim3((unsigned)((rows + rows_per_block - 1) / rows_per_block), (unsigned)groups),
+			   tc_smem(V, MT8, w->k), st);
+	cudaLaunchKernelEx(&L.cfg, kern, w->d_packed, w->d_scales, (const float *)w->d_alpha, ids,
 			   (int)!!(flags & TC_IDS_READY), x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
 }
 
@@ -1154,24 +1172,12 @@ static void launch_tcm_minb(const struct lynn_cuda_nvfp4_weight *w, const __nv_b
 	if (!raised) {
 		cudaFuncSetAttribute(nvfp4_tcm_kernel<NT, TY, MINB>,
 				     cudaFuncAttributeMaxDynamicSharedMemorySize,
-				     MINB == 1 ? TCM_MAX_SHM1 + 8192 : TC_MAX_SHM);
+				     MINB == 1 ? TCM_MAX_SHM1 : TC_MAX_SHM); /* tcm_ks keeps within */
 		raised = true;
 	}
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[2];
-	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[0].val.programmaticStreamSerializationAllowed = 1;
-	at[1].id = cudaLaunchAttributeClusterDimension;
-	at[1].val.clusterDim.x = 1;
-	at[1].val.clusterDim.y = (unsigned)ks;
-	at[1].val.clusterDim.z = 1;
-	cfg.gridDim = dim3((unsigned)((w->n + TCM_ROWS - 1) / TCM_ROWS), (unsigned)ks);
-	cfg.blockDim = dim3(256);
-	cfg.dynamicSmemBytes = tcm_smem(NT, ks, w->k);
-	cfg.stream = st;
-	cfg.attrs = at;
-	cfg.numAttrs = 2;
-	cudaLaunchKernelEx(&cfg, nvfp4_tcm_kernel<NT, TY, MINB>, w->d_packed, w->d_scales,
+	const pdl_launch L(dim3((unsigned)((w->n + TCM_ROWS - 1) / TCM_ROWS), (unsigned)ks),
+			   tcm_smem(NT, ks, w->k), st, (unsigned)ks);
+	cudaLaunchKernelEx(&L.cfg, nvfp4_tcm_kernel<NT, TY, MINB>, w->d_packed, w->d_scales,
 			   (const float *)w->d_alpha, x, m, w->n, w->k, y, y_ld);
 }
 

@@ -229,13 +229,6 @@ static const cJSON *level(const cJSON *rep, int i)
 	return cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "levels"), i);
 }
 
-static double num(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItem(o, k);
-	ck_assert_msg(cJSON_IsNumber(v), "no number '%s'", k);
-	return v->valuedouble;
-}
-
 /* Two levels against the endpoint: what the report says matches what the
  * endpoint did (its delays bound the times from below), and the key stays
  * out of every output. */
@@ -262,19 +255,19 @@ START_TEST(test_bench_endpoint)
 	ck_assert_int_eq(f.max_in_flight, 4);
 	for (int i = 0; i < 2; i++) {
 		const cJSON *l = level(rep, i);
-		ck_assert(num(l, "n_ok") == 8 && num(l, "n_failed") == 0);
-		ck_assert(num(l, "completion_tokens") == 48 && num(l, "prompt_tokens_mean") == 40);
+		ck_assert(tu_num(l, "n_ok") == 8 && tu_num(l, "n_failed") == 0);
+		ck_assert(tu_num(l, "completion_tokens") == 48 && tu_num(l, "prompt_tokens_mean") == 40);
 		/* the endpoint waits FAKE_TTFT_MS before the first token and
 		 * FAKE_GAP_MS between tokens: times cannot be shorter */
-		ck_assert_msg(num(l, "ttft_p50_s") >= FAKE_TTFT_MS * 1e-3 && num(l, "ttft_mean_s") >= FAKE_TTFT_MS * 1e-3,
-			      "level %d ttft %g", i, num(l, "ttft_mean_s"));
-		ck_assert(num(l, "ttft_p90_s") >= num(l, "ttft_p50_s"));
-		ck_assert_msg(num(l, "stream_tokens_per_s") > 0 && num(l, "stream_tokens_per_s") <= 1000.0 / FAKE_GAP_MS,
-			      "level %d stream %g tok/s", i, num(l, "stream_tokens_per_s"));
-		ck_assert(num(l, "aggregate_tokens_per_s") <= 48 / (2 * (FAKE_TTFT_MS + 6 * FAKE_GAP_MS) * 1e-3) * num(l, "concurrency"));
+		ck_assert_msg(tu_num(l, "ttft_p50_s") >= FAKE_TTFT_MS * 1e-3 && tu_num(l, "ttft_mean_s") >= FAKE_TTFT_MS * 1e-3,
+			      "level %d ttft %g", i, tu_num(l, "ttft_mean_s"));
+		ck_assert(tu_num(l, "ttft_p90_s") >= tu_num(l, "ttft_p50_s"));
+		ck_assert_msg(tu_num(l, "stream_tokens_per_s") > 0 && tu_num(l, "stream_tokens_per_s") <= 1000.0 / FAKE_GAP_MS,
+			      "level %d stream %g tok/s", i, tu_num(l, "stream_tokens_per_s"));
+		ck_assert(tu_num(l, "aggregate_tokens_per_s") <= 48 / (2 * (FAKE_TTFT_MS + 6 * FAKE_GAP_MS) * 1e-3) * tu_num(l, "concurrency"));
 	}
 	/* four streams at once finish the same work sooner */
-	ck_assert(num(level(rep, 1), "wall_s") < num(level(rep, 0), "wall_s"));
+	ck_assert(tu_num(level(rep, 1), "wall_s") < tu_num(level(rep, 0), "wall_s"));
 	cJSON_Delete(rep);
 	free(rep_text);
 	tu_run_free(&r);
@@ -286,7 +279,7 @@ START_TEST(test_bench_endpoint)
 	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
 	rep = cJSON_Parse(r.out);
 	ck_assert_ptr_nonnull(rep);
-	ck_assert(num(level(rep, 0), "completion_tokens") == 6);
+	ck_assert(tu_num(level(rep, 0), "completion_tokens") == 6);
 	cJSON_Delete(rep);
 	tu_run_free(&r);
 	free(args);

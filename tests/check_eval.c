@@ -951,7 +951,14 @@ END_TEST
 
 /* ===== lynn profile (SPEC §7) ===== */
 
-static double jnum(const cJSON *o, const char *k) { return cJSON_GetObjectItem(o, k)->valuedouble; }
+/* The heatmap's cells (the background rect has no x). */
+static int heatmap_cells(const char *svg)
+{
+	int n = 0;
+	for (const char *q = svg; (q = strstr(q, "<rect x=")); q++)
+		n++;
+	return n;
+}
 
 /* The accumulator on hand-made routes: counts, shares, mean probabilities,
  * categories, and routes it must refuse. */
@@ -981,13 +988,13 @@ START_TEST(test_profile_counts)
 
 	cJSON *r = lynn_profile_report(p, 16);
 	ck_assert_str_eq(cJSON_GetObjectItem(r, "schema_version")->valuestring, "lynn-activation-profile-v1");
-	ck_assert(jnum(r, "n_layers") == 3 && jnum(r, "n_experts_per_layer") == 4 && jnum(r, "top_k") == 2);
-	ck_assert(jnum(r, "n_prompts") == 2 && jnum(r, "max_tokens_per_prompt") == 16);
+	ck_assert(tu_num(r, "n_layers") == 3 && tu_num(r, "n_experts_per_layer") == 4 && tu_num(r, "top_k") == 2);
+	ck_assert(tu_num(r, "n_prompts") == 2 && tu_num(r, "max_tokens_per_prompt") == 16);
 	ck_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(r, "categories"), 1)->valuestring, "b");
 	const cJSON *layers = cJSON_GetObjectItem(r, "layers"), *l0 = cJSON_GetArrayItem(layers, 0);
 	ck_assert_int_eq(cJSON_GetArraySize(layers), 2); /* layer 1 routed nothing */
-	ck_assert(jnum(cJSON_GetArrayItem(layers, 1), "layer_idx") == 2);
-	ck_assert(jnum(l0, "n_tokens") == 3);
+	ck_assert(tu_num(cJSON_GetArrayItem(layers, 1), "layer_idx") == 2);
+	ck_assert(tu_num(l0, "n_tokens") == 3);
 	const double want_cnt[] = { 0, 3, 1, 2 }, want_avg[] = { 0, (0.5 + 0.75 + 0.5) / 3, 0.125, 0.375 };
 	for (int x = 0; x < 4; x++) {
 		ck_assert(cJSON_GetArrayItem(cJSON_GetObjectItem(l0, "expert_token_count"), x)->valuedouble == want_cnt[x]);
@@ -997,16 +1004,13 @@ START_TEST(test_profile_counts)
 			       want_avg[x]) < 1e-7);
 	}
 	const cJSON *b0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "by_category"), "b"), 0);
-	ck_assert(jnum(b0, "n_tokens") == 1);
+	ck_assert(tu_num(b0, "n_tokens") == 1);
 	ck_assert(cJSON_GetArrayItem(cJSON_GetObjectItem(b0, "expert_token_count"), 3)->valuedouble == 1);
 	ck_assert(cJSON_GetArrayItem(cJSON_GetObjectItem(b0, "expert_usage_pct"), 1)->valuedouble == 100);
 	ck_assert_ptr_null(cJSON_GetObjectItem(b0, "avg_gate_prob_when_active"));
 	cJSON_Delete(r);
 	char *svg = lynn_profile_heatmap_svg(p);
-	int rects = 0;
-	for (const char *q = svg; (q = strstr(q, "<rect x=")); q++)
-		rects++;
-	ck_assert_int_eq(rects, 3 * 4);
+	ck_assert_int_eq(heatmap_cells(svg), 3 * 4);
 	ck_assert_ptr_nonnull(strstr(svg, "layer 0 expert 1: 100.00% (3 tokens)"));
 	ck_assert_ptr_nonnull(strstr(svg, "</svg>"));
 	free(svg);
@@ -1047,8 +1051,8 @@ START_TEST(test_profile_command)
 	free(args);
 	cJSON *rep = lynn_json_load(p1, 1 << 24, NULL);
 	ck_assert_ptr_nonnull(rep);
-	ck_assert(jnum(rep, "n_layers") == 4 && jnum(rep, "n_experts_per_layer") == 8 && jnum(rep, "top_k") == 2);
-	ck_assert(jnum(rep, "n_prompts") == 3);
+	ck_assert(tu_num(rep, "n_layers") == 4 && tu_num(rep, "n_experts_per_layer") == 8 && tu_num(rep, "top_k") == 2);
+	ck_assert(tu_num(rep, "n_prompts") == 3);
 	const cJSON *cats = cJSON_GetObjectItem(rep, "categories");
 	ck_assert_int_eq(cJSON_GetArraySize(cats), 3);
 	ck_assert_str_eq(cJSON_GetArrayItem(cats, 0)->valuestring, "chat");
@@ -1056,11 +1060,11 @@ START_TEST(test_profile_command)
 	ck_assert_str_eq(cJSON_GetArrayItem(cats, 2)->valuestring, "zh");
 	const cJSON *layers = cJSON_GetObjectItem(rep, "layers"), *by = cJSON_GetObjectItem(rep, "by_category");
 	ck_assert_int_eq(cJSON_GetArraySize(layers), 4);
-	double ntok = jnum(cJSON_GetArrayItem(layers, 0), "n_tokens");
+	double ntok = tu_num(cJSON_GetArrayItem(layers, 0), "n_tokens");
 	for (int li = 0; li < 4; li++) {
 		const cJSON *l = cJSON_GetArrayItem(layers, li);
 		double sum = 0, cat_tok = 0;
-		ck_assert(jnum(l, "layer_idx") == li && jnum(l, "n_tokens") == ntok);
+		ck_assert(tu_num(l, "layer_idx") == li && tu_num(l, "n_tokens") == ntok);
 		for (int x = 0; x < 8; x++) {
 			double c = cJSON_GetArrayItem(cJSON_GetObjectItem(l, "expert_token_count"), x)->valuedouble;
 			double pct = cJSON_GetArrayItem(cJSON_GetObjectItem(l, "expert_usage_pct"), x)->valuedouble;
@@ -1077,7 +1081,7 @@ START_TEST(test_profile_command)
 		}
 		ck_assert(sum == 2 * ntok);
 		for (const cJSON *cat = by->child; cat; cat = cat->next)
-			cat_tok += jnum(cJSON_GetArrayItem(cat, li), "n_tokens");
+			cat_tok += tu_num(cJSON_GetArrayItem(cat, li), "n_tokens");
 		ck_assert(cat_tok == ntok);
 	}
 	/* the "chat" prompt alone: its prompt tokens plus the generated ones
@@ -1097,14 +1101,11 @@ START_TEST(test_profile_command)
 			break;
 	tu_run_free(&r);
 	const cJSON *chat0 = cJSON_GetArrayItem(cJSON_GetObjectItem(by, "chat"), 0);
-	ck_assert_msg(jnum(chat0, "n_tokens") == n_prompt + n_gen - 1, "%g vs %d + %d - 1",
-		      jnum(chat0, "n_tokens"), n_prompt, n_gen);
+	ck_assert_msg(tu_num(chat0, "n_tokens") == n_prompt + n_gen - 1, "%g vs %d + %d - 1",
+		      tu_num(chat0, "n_tokens"), n_prompt, n_gen);
 	/* the heatmap: one cell per (layer, expert) */
 	char *s = tu_read(svg, NULL);
-	int rects = 0;
-	for (const char *q = s; (q = strstr(q, "<rect x=")); q++)
-		rects++;
-	ck_assert_int_eq(rects, 4 * 8);
+	ck_assert_int_eq(heatmap_cells(s), 4 * 8);
 	free(s);
 	/* a second run, one prompt: the same routes for it */
 	ck_assert(asprintf(&args, "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir '%s' --out '%s' "
@@ -1114,7 +1115,7 @@ START_TEST(test_profile_command)
 	tu_run_free(&r);
 	free(args);
 	cJSON *rep2 = lynn_json_load(p2, 1 << 24, NULL);
-	ck_assert(jnum(rep2, "n_prompts") == 1);
+	ck_assert(tu_num(rep2, "n_prompts") == 1);
 	const cJSON *only = cJSON_GetObjectItem(rep2, "by_category");
 	ck_assert_int_eq(cJSON_GetArraySize(only), 1);
 	ck_assert(cJSON_Compare(cJSON_GetObjectItem(only, "chat"), cJSON_GetObjectItem(by, "chat"), true));
@@ -1220,7 +1221,7 @@ START_TEST(test_profile_routes_vs_llama)
 	const cJSON *pr;
 	cJSON_ArrayForEach(pr, cJSON_GetObjectItem(fx, "prompts")) {
 		const cJSON *jids = cJSON_GetObjectItem(pr, "ids"), *layers = cJSON_GetObjectItem(pr, "layers");
-		int n = cJSON_GetArraySize(jids), k = (int)jnum(pr, "top_k");
+		int n = cJSON_GetArraySize(jids), k = (int)tu_num(pr, "top_k");
 		int32_t *ids = malloc((size_t)n * sizeof *ids);
 		for (int i = 0; i < n; i++)
 			ids[i] = (int32_t)cJSON_GetArrayItem(jids, i)->valueint;
@@ -1237,7 +1238,7 @@ START_TEST(test_profile_routes_vs_llama)
 			const cJSON *lt = cJSON_GetArrayItem(
 				cJSON_GetObjectItem(cJSON_GetArrayItem(layers, li), "tokens"), t);
 			ck_assert_int_eq(li, r / n);
-			if (jnum(lt, "gap") < TOL_ROUTE_GAP) {
+			if (tu_num(lt, "gap") < TOL_ROUTE_GAP) {
 				n_tie++;
 				continue;
 			}

@@ -77,13 +77,6 @@ static cJSON **load_jsonl(const char *path, size_t *n)
 	return v;
 }
 
-static double num(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	ck_assert_msg(cJSON_IsNumber(v), "field %s is not a number", k);
-	return v->valuedouble;
-}
-
 static const char *str(const cJSON *o, const char *k)
 {
 	const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
@@ -133,9 +126,9 @@ START_TEST(test_similarity_oracles)
 		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(exp[i], "ascii")))
 			continue;
 		cJSON *a = cJSON_CreateObject(), *b = cJSON_CreateObject();
-		cJSON_AddNumberToObject(a, "id", num(corp[i], "id"));
+		cJSON_AddNumberToObject(a, "id", tu_num(corp[i], "id"));
 		cJSON_AddStringToObject(a, "output", str(corp[i], "ref"));
-		cJSON_AddNumberToObject(b, "id", num(corp[i], "id"));
+		cJSON_AddNumberToObject(b, "id", tu_num(corp[i], "id"));
 		cJSON_AddStringToObject(b, "output", str(corp[i], "hyp"));
 		char *sa = cJSON_PrintUnformatted(a), *sb = cJSON_PrintUnformatted(b);
 		fprintf(fr, "%s\n", sa);
@@ -156,26 +149,26 @@ START_TEST(test_similarity_oracles)
 		cJSON *rep = qv_json(args, 1), *it;
 		cJSON *v = variant(rep, "v");
 		ck_assert_str_eq(str(rep, "mode"), "offline");
-		ck_assert_int_eq((int)num(v, "n_items"), (int)n_ascii);
+		ck_assert_int_eq((int)tu_num(v, "n_items"), (int)n_ascii);
 		size_t k = 0;
 		double sum = 0;
 		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(v, "items")) {
 			long id = strtol(str(it, "id"), NULL, 10);
 			const cJSON *e = exp[id];
-			ck_assert_int_eq((int)num(e, "id"), (int)id);
-			double chrf = num(e, pp ? "chrfpp" : "chrf");
+			ck_assert_int_eq((int)tu_num(e, "id"), (int)id);
+			double chrf = tu_num(e, pp ? "chrfpp" : "chrf");
 			double rl = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "rougeL"), 2)->valuedouble;
-			ck_assert_msg(fabs(num(it, "chrf") - chrf) <= TOL_CHRF, "id %ld chrF %.17g vs %.17g",
-				      id, num(it, "chrf"), chrf);
-			ck_assert_msg(fabs(num(it, "rouge_l") - rl) <= TOL_ROUGE, "id %ld ROUGE-L %.17g vs %.17g",
-				      id, num(it, "rouge_l"), rl);
-			ck_assert_msg(fabs(num(it, "similarity") - (0.5 * chrf / 100 + 0.5 * rl)) <= TOL_SIM,
+			ck_assert_msg(fabs(tu_num(it, "chrf") - chrf) <= TOL_CHRF, "id %ld chrF %.17g vs %.17g",
+				      id, tu_num(it, "chrf"), chrf);
+			ck_assert_msg(fabs(tu_num(it, "rouge_l") - rl) <= TOL_ROUGE, "id %ld ROUGE-L %.17g vs %.17g",
+				      id, tu_num(it, "rouge_l"), rl);
+			ck_assert_msg(fabs(tu_num(it, "similarity") - (0.5 * chrf / 100 + 0.5 * rl)) <= TOL_SIM,
 				      "id %ld similarity", id);
-			sum += num(it, "similarity");
+			sum += tu_num(it, "similarity");
 			k++;
 		}
 		ck_assert_uint_eq(k, n_ascii);
-		ck_assert(fabs(num(v, "mean_similarity") - sum / (double)k) <= TOL_SIM);
+		ck_assert(fabs(tu_num(v, "mean_similarity") - sum / (double)k) <= TOL_SIM);
 		cJSON_Delete(rep);
 	}
 	for (size_t i = 0; i < nc; i++) {
@@ -280,9 +273,9 @@ START_TEST(test_garbage_offline)
 	cJSON *rep = qv_json(args, 1), *it;
 	cJSON *same = variant(rep, "same"), *g = variant(rep, "garbage");
 	ck_assert_str_eq(str(same, "verdict"), "PASS");
-	ck_assert(num(same, "mean_similarity") == 1.0);
+	ck_assert(tu_num(same, "mean_similarity") == 1.0);
 	ck_assert_str_eq(str(g, "verdict"), "FAIL");
-	ck_assert_int_eq((int)num(g, "n_coherent"), 0);
+	ck_assert_int_eq((int)tu_num(g, "n_coherent"), 0);
 	ck_assert_int_gt(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(g, "reasons")), 0);
 	/* the built-in prompts' anchors apply to outputs with their ids */
 	char *all = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(g, "items"));
@@ -376,13 +369,13 @@ START_TEST(test_identity_passes)
 	ck_assert_str_eq(str(rep, "verdict"), "PASS");
 	ck_assert_str_eq(str(v, "verdict"), "PASS");
 	ck_assert_str_eq(str(v, "source"), "folder");
-	ck_assert(num(v, "mean_similarity") == 1.0);
-	ck_assert_int_eq((int)num(v, "n_coherent"), 3);
-	ck_assert(num(v, "avg_tokens_per_sec") > 0 && num(v, "load_time_s") >= 0);
+	ck_assert(tu_num(v, "mean_similarity") == 1.0);
+	ck_assert_int_eq((int)tu_num(v, "n_coherent"), 3);
+	ck_assert(tu_num(v, "avg_tokens_per_sec") > 0 && tu_num(v, "load_time_s") >= 0);
 	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(v, "items")) {
-		ck_assert(num(it, "similarity") == 1.0);
-		ck_assert(num(it, "chrf") == 100.0 && num(it, "rouge_l") == 1.0);
-		ck_assert_int_eq((int)num(it, "tokens"), 6);
+		ck_assert(tu_num(it, "similarity") == 1.0);
+		ck_assert(tu_num(it, "chrf") == 100.0 && tu_num(it, "rouge_l") == 1.0);
+		ck_assert_int_eq((int)tu_num(it, "tokens"), 6);
 	}
 	cJSON_Delete(rep);
 	/* the out-dir holds the report, the table and outputs the offline mode reads back */
@@ -397,7 +390,7 @@ START_TEST(test_identity_passes)
 	ck_assert(asprintf(&args, "--reference-outputs '%s/reference.outputs.jsonl' --variant-outputs "
 			   "'same=%s/same.outputs.jsonl' --prompts '%s'", od, od, pr) > 0);
 	rep = qv_json(args, 0);
-	ck_assert(num(variant(rep, "same"), "mean_similarity") == 1.0);
+	ck_assert(tu_num(variant(rep, "same"), "mean_similarity") == 1.0);
 	cJSON_Delete(rep);
 	/* a non-empty out-dir is refused without --force */
 	free(args);
@@ -432,7 +425,7 @@ START_TEST(test_corrupted_fail)
 	for (int i = 0; i < 2; i++) {
 		cJSON *v = variant(rep, labels[i]);
 		ck_assert_str_eq(str(v, "verdict"), "FAIL");
-		ck_assert(num(v, "mean_similarity") < LYNN_QV_DEFAULT_MIN_SIMILARITY);
+		ck_assert(tu_num(v, "mean_similarity") < LYNN_QV_DEFAULT_MIN_SIMILARITY);
 		cJSON *rs = cJSON_GetObjectItemCaseSensitive(v, "reasons");
 		ck_assert_int_gt(cJSON_GetArraySize(rs), 0);
 		ck_assert_ptr_nonnull(strstr(cJSON_GetStringValue(cJSON_GetArrayItem(rs, 0)),
@@ -481,7 +474,7 @@ START_TEST(test_load_fail_others_run)
 	ck_assert_ptr_nonnull(strstr(why, "GGUF file"));
 	ck_assert_ptr_nonnull(strstr(why, "not found"));
 	ck_assert_str_eq(str(variant(rep, "same"), "verdict"), "PASS");
-	ck_assert_int_eq((int)num(rep, "n_pass"), 1);
+	ck_assert_int_eq((int)tu_num(rep, "n_pass"), 1);
 	cJSON_Delete(rep);
 	free(args);
 	lynn_rm_rf(dir);
@@ -587,7 +580,7 @@ START_TEST(test_endpoints)
 	cJSON *same = variant(rep, "same");
 	ck_assert_str_eq(str(same, "verdict"), "PASS");
 	ck_assert_str_eq(str(same, "source"), "endpoint");
-	ck_assert(num(same, "mean_similarity") == 1.0);
+	ck_assert(tu_num(same, "mean_similarity") == 1.0);
 	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(same, "avg_tokens_per_sec")));
 	cJSON_ArrayForEach(it, cJSON_GetObjectItem(same, "items")) {
 		ck_assert_ptr_null(strstr(str(it, "output"), "think"));
@@ -595,7 +588,7 @@ START_TEST(test_endpoints)
 	}
 	cJSON *bad = variant(rep, "bad");
 	ck_assert_str_eq(str(bad, "verdict"), "FAIL");
-	ck_assert_int_eq((int)num(bad, "n_coherent"), 0);
+	ck_assert_int_eq((int)tu_num(bad, "n_coherent"), 0);
 	ck_assert_str_eq(str(variant(rep, "dead"), "verdict"), "LOAD_FAIL");
 	ck_assert_int_eq(f.n_posts, 6 * 3);
 	cJSON_Delete(rep);

@@ -97,13 +97,6 @@ static void free_fixtures(void)
 	corpus_exp = NULL;
 }
 
-static double num(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItem(o, k);
-	ck_assert_msg(cJSON_IsNumber(v), "fixture field %s", k);
-	return v->valuedouble;
-}
-
 /* ===== chrF ===== */
 
 START_TEST(test_chrf_corpus_pairs)
@@ -124,14 +117,14 @@ START_TEST(test_chrf_corpus_pairs)
 							 strlen(p->ref), &st, NULL), 0);
 		spp = lynn_chrf_stats_score(&opp, &st);
 		lynn_chrf_stats_add(&accpp, &st);
-		ck_assert_msg(fabs(s - num(p->exp, "chrf")) <= TOL_CHRF, "pair %zu chrF %.17g vs %.17g",
-			      i, s, num(p->exp, "chrf"));
-		ck_assert_msg(fabs(spp - num(p->exp, "chrfpp")) <= TOL_CHRF,
-			      "pair %zu chrF++ %.17g vs %.17g", i, spp, num(p->exp, "chrfpp"));
-		worst = fmax(worst, fabs(s - num(p->exp, "chrf")));
+		ck_assert_msg(fabs(s - tu_num(p->exp, "chrf")) <= TOL_CHRF, "pair %zu chrF %.17g vs %.17g",
+			      i, s, tu_num(p->exp, "chrf"));
+		ck_assert_msg(fabs(spp - tu_num(p->exp, "chrfpp")) <= TOL_CHRF,
+			      "pair %zu chrF++ %.17g vs %.17g", i, spp, tu_num(p->exp, "chrfpp"));
+		worst = fmax(worst, fabs(s - tu_num(p->exp, "chrf")));
 	}
-	ck_assert(fabs(lynn_chrf_stats_score(&o, &acc) - num(corpus_exp, "chrf")) <= TOL_CHRF);
-	ck_assert(fabs(lynn_chrf_stats_score(&opp, &accpp) - num(corpus_exp, "chrfpp")) <= TOL_CHRF);
+	ck_assert(fabs(lynn_chrf_stats_score(&o, &acc) - tu_num(corpus_exp, "chrf")) <= TOL_CHRF);
+	ck_assert(fabs(lynn_chrf_stats_score(&opp, &accpp) - tu_num(corpus_exp, "chrfpp")) <= TOL_CHRF);
 	lynn_score_ctx_free(ctx);
 }
 END_TEST
@@ -283,10 +276,10 @@ START_TEST(test_seq_ratio_corpus_pairs)
 						&r1, NULL), 0);
 		ck_assert_int_eq(lynn_seq_ratio(ctx, p->ref, strlen(p->ref), p->hyp, strlen(p->hyp), 0,
 						&r2, NULL), 0);
-		ck_assert_msg(fabs(r1 - num(p->exp, "seq_ratio")) <= TOL_SEQ,
-			      "pair %zu ratio %.17g vs %.17g", i, r1, num(p->exp, "seq_ratio"));
-		ck_assert_msg(fabs(r2 - num(p->exp, "seq_ratio_rev")) <= TOL_SEQ,
-			      "pair %zu reverse ratio %.17g vs %.17g", i, r2, num(p->exp, "seq_ratio_rev"));
+		ck_assert_msg(fabs(r1 - tu_num(p->exp, "seq_ratio")) <= TOL_SEQ,
+			      "pair %zu ratio %.17g vs %.17g", i, r1, tu_num(p->exp, "seq_ratio"));
+		ck_assert_msg(fabs(r2 - tu_num(p->exp, "seq_ratio_rev")) <= TOL_SEQ,
+			      "pair %zu reverse ratio %.17g vs %.17g", i, r2, tu_num(p->exp, "seq_ratio_rev"));
 	}
 	lynn_score_ctx_free(ctx);
 }
@@ -296,11 +289,11 @@ END_TEST
 
 static void check_features(const struct lynn_text_features *f, const cJSON *e, size_t i)
 {
-	ck_assert_msg(f->headers == (int)num(e, "headers") && f->bullets == (int)num(e, "bullets") &&
-			      f->code_blocks == (int)num(e, "code_blocks") &&
-			      f->tables == (int)num(e, "tables") &&
-			      f->paragraphs == (int)num(e, "paragraphs") &&
-			      f->numbers == (int)num(e, "numbers"),
+	ck_assert_msg(f->headers == (int)tu_num(e, "headers") && f->bullets == (int)tu_num(e, "bullets") &&
+			      f->code_blocks == (int)tu_num(e, "code_blocks") &&
+			      f->tables == (int)tu_num(e, "tables") &&
+			      f->paragraphs == (int)tu_num(e, "paragraphs") &&
+			      f->numbers == (int)tu_num(e, "numbers"),
 		      "pair %zu features h%d b%d c%d t%d p%d n%d", i, f->headers, f->bullets,
 		      f->code_blocks, f->tables, f->paragraphs, f->numbers);
 }
@@ -315,8 +308,8 @@ START_TEST(test_refsim_style_corpus_pairs)
 		struct lynn_style_result s;
 		ck_assert_int_eq(lynn_refsim_score(ctx, NULL, p->prompt, strlen(p->prompt), p->hyp,
 						   strlen(p->hyp), p->ref, strlen(p->ref), &r, NULL), 0);
-		ck_assert_msg(fabs(r.score - num(e, "score")) <= TOL_ROUNDED,
-			      "pair %zu refsim %.17g vs %.17g", i, r.score, num(e, "score"));
+		ck_assert_msg(fabs(r.score - tu_num(e, "score")) <= TOL_ROUNDED,
+			      "pair %zu refsim %.17g vs %.17g", i, r.score, tu_num(e, "score"));
 		c = cJSON_GetObjectItem(e, "components");
 		if (!strcmp(cJSON_GetObjectItem(e, "mode")->valuestring, "reference_similarity")) {
 			static const char *const k[] = { "trigram_f1", "bigram_f1", "sequence", "number_f1",
@@ -325,8 +318,8 @@ START_TEST(test_refsim_style_corpus_pairs)
 					     r.term_f1, r.structure, r.floor_penalty };
 			ck_assert(r.has_reference);
 			for (size_t q = 0; q < 7; q++)
-				ck_assert_msg(fabs(lynn_score_round(v[q], 4) - num(c, k[q])) <= TOL_ROUNDED,
-					      "pair %zu %s %.17g vs %.17g", i, k[q], v[q], num(c, k[q]));
+				ck_assert_msg(fabs(lynn_score_round(v[q], 4) - tu_num(c, k[q])) <= TOL_ROUNDED,
+					      "pair %zu %s %.17g vs %.17g", i, k[q], v[q], tu_num(c, k[q]));
 			check_features(&r.out_features, cJSON_GetObjectItem(e, "output_features"), i);
 			check_features(&r.ref_features, cJSON_GetObjectItem(e, "reference_features"), i);
 		} else {
@@ -340,7 +333,7 @@ START_TEST(test_refsim_style_corpus_pairs)
 			ck_assert_msg(s.rules[q] == cJSON_IsTrue(cJSON_GetObjectItem(rules,
 						      lynn_style_rule_name(q))),
 				      "pair %zu rule %s", i, lynn_style_rule_name(q));
-		ck_assert_int_eq(s.n_pass, (int)num(st, "n_rule_pass"));
+		ck_assert_int_eq(s.n_pass, (int)tu_num(st, "n_rule_pass"));
 		ck_assert_int_eq(s.overall_pass, cJSON_IsTrue(cJSON_GetObjectItem(st, "overall_pass")));
 	}
 	lynn_score_ctx_free(ctx);
@@ -377,7 +370,7 @@ START_TEST(test_tool_calls_toolkit)
 		ck_assert_msg(!strcmp(lynn_tool_via_name(t.via),
 				      cJSON_GetObjectItem(r, "via")->valuestring), "case %zu via %s", i,
 			      lynn_tool_via_name(t.via));
-		ck_assert_msg(t.n_calls == (int)num(r, "n_calls"), "case %zu calls %d", i, t.n_calls);
+		ck_assert_msg(t.n_calls == (int)tu_num(r, "n_calls"), "case %zu calls %d", i, t.n_calls);
 		if (t.via == LYNN_TOOL_VIA_SUBSTRING) {
 			ck_assert(t.has_name == cJSON_IsTrue(cJSON_GetObjectItem(r, "has_name")));
 			ck_assert(t.has_param == cJSON_IsTrue(cJSON_GetObjectItem(r, "has_param")));

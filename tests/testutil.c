@@ -97,6 +97,13 @@ void tu_run_free(struct tu_run *r)
 	r->out = r->err = NULL;
 }
 
+double tu_num(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	ck_assert_msg(cJSON_IsNumber(v), "field '%s' is not a number", k);
+	return v->valuedouble;
+}
+
 /* ===== scripted HTTP endpoints ===== */
 
 enum MHD_Result tu_http_reply(struct MHD_Connection *c, int status, const char *json)

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
 #include <microhttpd.h>
 
 /* Named tolerances live next to the tests that use them. */
@@ -21,6 +22,8 @@ char *tu_mkdtemp(void);
 void tu_write(const char *path, const void *data, size_t len);
 /* Read a whole file into a NUL-terminated heap string (NULL if absent). */
 char *tu_read(const char *path, size_t *len);
+/* The number at key k of object o (asserts it is one). */
+double tu_num(const cJSON *o, const char *k);
 
 struct tu_run {
 	int status;   /* exit status; 128+sig when killed by a signal */

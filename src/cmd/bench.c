@@ -127,6 +127,7 @@ int cmd_bench(int argc, char **argv)
 	bool full = el > sl && !strncmp(endpoint + el - sl, suffix, sl);
 	base = strndup(endpoint, full ? el - sl : el);
 	if (!base || asprintf(&url, "%s%s", base, suffix) < 0) {
+		url = NULL; /* (undefined after a failure) */
 		lynn_errf(&err, -LYNN_ENOMEM, "bench: out of memory");
 		goto fail;
 	}

@@ -124,6 +124,8 @@ static void block_portable(const struct lynn_mm *m, int64_t r0, int64_t r1)
 /* ===== AVX2 / FMA / F16C ===== */
 #if HAVE_X86
 #include <cpuid.h>
+
+#include "cpu/simd.h"
 #define AVX2_FN __attribute__((target("avx2,fma,f16c")))
 
 AVX2_FN static inline __m256 ld_bf16(const uint16_t *p)
@@ -135,15 +137,6 @@ AVX2_FN static inline __m256 ld_bf16(const uint16_t *p)
 AVX2_FN static inline __m256 ld_f16(const uint16_t *p)
 {
 	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
-
-AVX2_FN static inline float hsum(__m256 v)
-{
-	__m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-	lo = _mm_add_ps(lo, hi);
-	lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-	lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-	return _mm_cvtss_f32(lo);
 }
 
 /* Widen n values (n any) into out. */
@@ -178,8 +171,8 @@ AVX2_FN static void widen_avx2(enum lynn_dtype dt, const void *w, int64_t off, i
 			a2 = _mm256_fmadd_ps(LD(w2 + i), xv, a2);                   \
 			a3 = _mm256_fmadd_ps(LD(w3 + i), xv, a3);                   \
 		}                                                                   \
-		out[0] = hsum(a0); out[1] = hsum(a1);                              \
-		out[2] = hsum(a2); out[3] = hsum(a3);                              \
+		out[0] = lynn_hsum256(a0); out[1] = lynn_hsum256(a1);              \
+		out[2] = lynn_hsum256(a2); out[3] = lynn_hsum256(a3);              \
 		(void)i;                                                            \
 	}
 
@@ -199,7 +192,7 @@ AVX2_FN static void widen_avx2(enum lynn_dtype dt, const void *w, int64_t off, i
 		}                                                                   \
 		for (; i + 8 <= n; i += 8)                                          \
 			a0 = _mm256_fmadd_ps(LD(w + i), _mm256_loadu_ps(x + i), a0);           \
-		return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))); \
+		return lynn_hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))); \
 	}
 
 #define LD_F32(p) _mm256_loadu_ps(p)

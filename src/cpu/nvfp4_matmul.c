@@ -15,7 +15,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
+#include "cpu/simd.h"
 #define HAVE_X86 1
 #endif
 
@@ -90,14 +90,6 @@ static void rows_scalar(const struct lynn_nvfp4_view *w, const float *x, int64_t
 /* ===== AVX2 + FMA ===== */
 
 #ifdef HAVE_X86
-__attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
-{
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
-}
-
 /* 4 packed bytes -> the 8 unscaled E2M1 values in k order (low nibble
  * first: nibble j of the little-endian word is element j). Lane j holds the
  * word shifted right by 4j, so its low nibble is element j's code c: the
@@ -168,7 +160,7 @@ row_tokens(const uint8_t *P, const float *sc, int64_t nb, const float *x, int64_
 		}
 #pragma GCC unroll 4
 	for (int j = 0; j < MM; j++)
-		out[j] = hsum256(_mm256_add_ps(acc[j][0], acc[j][1]));
+		out[j] = lynn_hsum256(_mm256_add_ps(acc[j][0], acc[j][1]));
 }
 
 __attribute__((target("avx2,fma"))) static void

@@ -190,6 +190,15 @@ static char *make_prompt(int idx, int words)
 	return lynn_buf_detach(&b);
 }
 
+/* Append a header; on failure the list is kept (and freed with the request). */
+static bool hdr_add(struct curl_slist **l, const char *h)
+{
+	struct curl_slist *n = curl_slist_append(*l, h);
+	if (n)
+		*l = n;
+	return n != NULL;
+}
+
 static int req_start(const struct lynn_bench_opts *o, CURLM *mh, struct breq *q, int idx)
 {
 	char *prompt = make_prompt(idx, o->prompt_tokens);
@@ -215,17 +224,16 @@ static int req_start(const struct lynn_bench_opts *o, CURLM *mh, struct breq *q,
 	cJSON_Delete(b);
 	free(prompt);
 	q->h = curl_easy_init();
-	q->hdr = curl_slist_append(NULL, "Content-Type: application/json");
-	q->hdr = q->hdr ? curl_slist_append(q->hdr, "Accept: text/event-stream") : NULL;
-	if (q->hdr && o->api_key && *o->api_key) {
-		char *auth = NULL;
-		struct curl_slist *h2 = NULL;
-		if (asprintf(&auth, "Authorization: Bearer %s", o->api_key) > 0)
-			h2 = curl_slist_append(q->hdr, auth);
+	bool ok = hdr_add(&q->hdr, "Content-Type: application/json") &&
+		  hdr_add(&q->hdr, "Accept: text/event-stream");
+	if (ok && o->api_key && *o->api_key) {
+		char *auth;
+		if (asprintf(&auth, "Authorization: Bearer %s", o->api_key) < 0)
+			auth = NULL; /* (undefined after a failure) */
+		ok = auth && hdr_add(&q->hdr, auth);
 		free(auth);
-		q->hdr = h2;
 	}
-	if (!q->body || !q->h || !q->hdr)
+	if (!ok || !q->body || !q->h)
 		return -LYNN_ENOMEM;
 	curl_easy_setopt(q->h, CURLOPT_URL, o->url);
 	curl_easy_setopt(q->h, CURLOPT_HTTPHEADER, q->hdr);
@@ -382,20 +390,27 @@ cJSON *lynn_bench_report(const struct lynn_bench_opts *o, const struct lynn_benc
 	cJSON *levels = cJSON_AddArrayToObject(r, "levels");
 	for (int i = 0; i < n_levels; i++) {
 		const struct lynn_bench_level *l = &lv[i];
+		const struct {
+			const char *key;
+			double v;
+		} f[] = {
+			{ "concurrency", l->concurrency },
+			{ "n_requests", l->n_requests },
+			{ "n_ok", l->n_ok },
+			{ "n_failed", l->n_failed },
+			{ "wall_s", l->wall_s },
+			{ "ttft_mean_s", l->ttft_mean_s },
+			{ "ttft_p50_s", l->ttft_p50_s },
+			{ "ttft_p90_s", l->ttft_p90_s },
+			{ "stream_tokens_per_s", l->stream_tps_mean },
+			{ "stream_e2e_tokens_per_s", l->stream_e2e_tps_mean },
+			{ "aggregate_tokens_per_s", l->aggregate_tps },
+			{ "prompt_tokens_mean", l->prompt_tokens_mean },
+			{ "completion_tokens", (double)l->completion_tokens },
+		};
 		cJSON *x = cJSON_CreateObject();
-		cJSON_AddNumberToObject(x, "concurrency", l->concurrency);
-		cJSON_AddNumberToObject(x, "n_requests", l->n_requests);
-		cJSON_AddNumberToObject(x, "n_ok", l->n_ok);
-		cJSON_AddNumberToObject(x, "n_failed", l->n_failed);
-		cJSON_AddNumberToObject(x, "wall_s", l->wall_s);
-		cJSON_AddNumberToObject(x, "ttft_mean_s", l->ttft_mean_s);
-		cJSON_AddNumberToObject(x, "ttft_p50_s", l->ttft_p50_s);
-		cJSON_AddNumberToObject(x, "ttft_p90_s", l->ttft_p90_s);
-		cJSON_AddNumberToObject(x, "stream_tokens_per_s", l->stream_tps_mean);
-		cJSON_AddNumberToObject(x, "stream_e2e_tokens_per_s", l->stream_e2e_tps_mean);
-		cJSON_AddNumberToObject(x, "aggregate_tokens_per_s", l->aggregate_tps);
-		cJSON_AddNumberToObject(x, "prompt_tokens_mean", l->prompt_tokens_mean);
-		cJSON_AddNumberToObject(x, "completion_tokens", (double)l->completion_tokens);
+		for (size_t k = 0; k < sizeof f / sizeof *f; k++)
+			cJSON_AddNumberToObject(x, f[k].key, f[k].v);
 		if (l->first_error[0])
 			cJSON_AddStringToObject(x, "first_error", l->first_error);
 		cJSON_AddItemToArray(levels, x);

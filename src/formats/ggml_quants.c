@@ -183,7 +183,7 @@ void lynn_ggml_dequant_ref(uint32_t type, const void *src, int64_t n, float *out
 /* ===== AVX2 (same values: the same f32 mul/sub per element, no FMA) ===== */
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
+#include "cpu/simd.h"
 #define HAVE_X86 1
 #define AVX2_FN __attribute__((target("avx2,fma")))
 
@@ -287,14 +287,6 @@ AVX2_FN static void dq_q8_0_avx2(const uint8_t *b, float *y)
 		_mm256_storeu_ps(y + 8 * p, q8_w8(b, d, p));
 }
 
-AVX2_FN static inline float hsum_avx2(__m256 v)
-{
-	__m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-	t = _mm_add_ss(t, _mm_movehdup_ps(t));
-	return _mm_cvtss_f32(t);
-}
-
 AVX2_FN static float dot_avx2(const float *a, const float *b, int64_t n)
 {
 	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -305,7 +297,7 @@ AVX2_FN static float dot_avx2(const float *a, const float *b, int64_t n)
 	}
 	for (; i + 8 <= n; i += 8)
 		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-	float r = hsum_avx2(_mm256_add_ps(s0, s1));
+	float r = lynn_hsum256(_mm256_add_ps(s0, s1));
 	for (; i < n; i++)
 		r += a[i] * b[i];
 	return r;
@@ -332,7 +324,7 @@ AVX2_FN __attribute__((always_inline)) static inline void few_sum(__m256 (*acc)[
 		__m256 v = acc[t][0];
 		for (int a = 1; a < A; a++)
 			v = _mm256_add_ps(v, acc[t][a]);
-		out[t] = hsum_avx2(v);
+		out[t] = lynn_hsum256(v);
 	}
 }
 

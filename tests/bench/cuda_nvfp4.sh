@@ -12,7 +12,7 @@ B=${BENCH_BUILD:-/tmp/lynn-cuda-bench}
 mkdir -p "$B" "$OUT"
 for f in src/formats/nvfp4.c src/formats/dtype.c src/cpu/nvfp4_matmul.c src/cpu/matmul.c \
 	src/formats/ggml_quants.c src/core/err.c src/core/pool.c; do
-	gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -pthread -c "$f" -o "$B/$(basename "$f" .c).o"
+	gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -pthread -c "$f" -o "$B/$(basename "$f" .c).o"
 done
 $NVCC -O3 -std=c++17 -Iinclude -Ikernels -gencode arch=compute_90,code=sm_90 $NVCCFLAGS \
 	-o "$B/bench_cuda_nvfp4" tests/bench/bench_cuda_nvfp4.cu kernels/nvfp4_gemm.cu \
