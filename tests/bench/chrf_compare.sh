@@ -3,7 +3,8 @@
 # build's liblynn.a (e.g. one made from an older commit in a git worktree):
 # every statistic and score bit on SEEDS x N random pairs (chrf_bits.c), then,
 # when valgrind is installed, instructions per pair of lynn_chrf_sentence over
-# the score corpus for chrF and chrF++ (chrf_instr.c). Needs `make` first.
+# the score corpus for chrF and chrF++, and of lynn_rouge_l (chrf_instr.c).
+# Needs `make` first.
 set -e
 cd "$(dirname "$0")/../.."
 OLD=$1
@@ -32,11 +33,13 @@ for v in old new; do
 	[ $v = new ] && lib=build/liblynn.a
 	${CC:-cc} -O2 -std=c11 -D_GNU_SOURCE -Iinclude $(pkg-config --cflags libcjson) tests/bench/chrf_instr.c \
 		"$lib" $LIBS -o "$T/instr_$v"
-	for wo in 0 2; do
+	for mode in 0 2 rouge; do
 		valgrind --tool=callgrind --callgrind-out-file="$T/cg" --collect-atstart=no \
-			"$T/instr_$v" $wo 3 >"$T/out" 2>/dev/null
+			"$T/instr_$v" $mode 3 >"$T/out" 2>/dev/null
 		n=$(sed 's/ pairs.*//' "$T/out")
 		tot=$(callgrind_annotate "$T/cg" 2>/dev/null | grep -m1 "PROGRAM TOTALS" | awk '{gsub(",","",$1); print $1}')
-		echo "$v word_order=$wo: $((tot / (3 * n))) instructions per pair"
+		label="word_order=$mode"
+		[ $mode = rouge ] && label="ROUGE-L"
+		echo "$v $label: $((tot / (3 * n))) instructions per pair"
 	done
 done

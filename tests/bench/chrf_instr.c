@@ -1,7 +1,8 @@
 /* chrf_instr.c - callgrind driver for tests/bench/chrf_compare.sh: P + 1
- * passes of chrF (word order 0) or chrF++ (2) over the bench corpus
- * without its long pairs; instructions are collected after the first pass.
- *   chrf_instr WORD_ORDER P   (run from the repository root) */
+ * passes of chrF (word order 0), chrF++ (2) or ROUGE-L ("rouge") over the
+ * bench corpus without its long pairs; instructions are collected after the
+ * first pass.
+ *   chrf_instr WORD_ORDER|rouge P   (run from the repository root) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 #include <valgrind/callgrind.h>
 int main(int argc, char **argv)
 {
-	int wo = atoi(argv[1]), passes = atoi(argv[2]);
+	const int rouge = !strcmp(argv[1], "rouge"), wo = atoi(argv[1]), passes = atoi(argv[2]);
 	FILE *f = fopen("tests/fixtures/score/corpus.jsonl", "r");
 	char *line = NULL; size_t cap = 0, n = 0;
 	static const char *hyp[4096], *ref[4096];
@@ -31,7 +32,14 @@ int main(int argc, char **argv)
 		if (p == 1) CALLGRIND_TOGGLE_COLLECT;
 		for (size_t i = 0; i < n; i++) {
 			double s;
-			lynn_chrf_sentence(ctx, &o, hyp[i], strlen(hyp[i]), ref[i], strlen(ref[i]), &s, NULL);
+			struct lynn_rouge r;
+			if (rouge) {
+				lynn_rouge_l(ctx, hyp[i], strlen(hyp[i]), ref[i], strlen(ref[i]), 0, &r, NULL);
+				s = r.fmeasure;
+			} else {
+				lynn_chrf_sentence(ctx, &o, hyp[i], strlen(hyp[i]), ref[i], strlen(ref[i]), &s,
+						   NULL);
+			}
 			sink += s;
 		}
 	}
