@@ -1,5 +1,5 @@
 #!/bin/sh
-# cuda_nvfp4.sh OUTDIR [--check-only] - build the CUDA NVFP4 checks and
+# cuda_nvfp4.sh OUTDIR [--check-only|--check-small|--time-only|--time-m1 [--l2-hot]] - build the CUDA NVFP4 checks and
 # benchmark with nvcc + gcc alone (no other lynn dependency) and run them.
 # Results: OUTDIR/bench_cuda_nvfp4.jsonl plus the table on stdout. NVCCFLAGS
 # (environment) is passed to nvcc, e.g. -DTC3_D=8 for a kernel variant.
