@@ -61,19 +61,35 @@ int lynn_engine_encode_text(struct lynn_engine *e, const char *text, struct lynn
 struct lynn_gen_opts {
 	int max_tokens;
 	struct lynn_sample_params sample;   /* lynn_sample_params_init: greedy */
-	/* Called with each complete piece of text (tokenizer present) and each
-	 * id; either may be NULL. */
+	/* Stop strings (may be NULL): generation ends where the text first
+	 * contains one; it and what follows are not part of the text, and text
+	 * that may be the start of one is held back from on_text until it is
+	 * known not to be. */
+	const char *const *stop;
+	int n_stop;
+	bool ignore_eos;                    /* run on past end-of-generation ids */
+	/* Called with each piece of text that is final (tokenizer present:
+	 * complete UTF-8 characters, stop strings held back) and each id;
+	 * either may be NULL. */
 	void (*on_text)(void *ud, const char *text, size_t len);
 	void (*on_token)(void *ud, int32_t id);
 	void *ud;
 };
 
+enum lynn_gen_finish {
+	LYNN_GEN_RUNNING = 0,
+	LYNN_GEN_EOS,      /* an end-of-generation id */
+	LYNN_GEN_STOP,     /* a stop string */
+	LYNN_GEN_LENGTH,   /* max_tokens */
+};
+
 struct lynn_gen_result {
 	struct lynn_tok_ids ids;   /* generated ids (the eos id included if hit) */
 	struct lynn_buf text;      /* decoded text (special tokens kept, the final end-of-generation
-				    * token left out), empty without a tokenizer */
+				    * token and any stop string left out), empty without a tokenizer */
 	size_t n_prompt;
-	bool stopped_eos;          /* ended on an end-of-generation id */
+	enum lynn_gen_finish finish;
+	bool stopped_eos;          /* finish == LYNN_GEN_EOS */
 	bool nonfinite;            /* some logits were NaN or Inf */
 	double t_prefill_s;        /* prompt processing, until the first token's logits */
 	double t_decode_s;         /* the rest */
@@ -82,10 +98,40 @@ void lynn_gen_result_release(struct lynn_gen_result *r);
 
 /* Generate from `prompt` (n ids) on a fresh sequence. End-of-generation ids:
  * the model's eos list (generation_config.json) and the tokenizer's. Caller
- * releases *r (also after an error). */
+ * releases *r (also after an error). This is lynn_gen_create +
+ * lynn_engine_step until done. */
 int lynn_engine_generate(struct lynn_engine *e, const int32_t *prompt, size_t n,
 			 const struct lynn_gen_opts *opts, struct lynn_gen_result *r,
 			 struct lynn_err *err);
+
+/* ===== generation one step at a time, many sequences in one batch =====
+ * The decode loop of lynn_engine_generate and of `lynn serve`'s continuous
+ * batching. A lynn_gen is one sequence being generated (its decode state,
+ * sampler, text and stop state); lynn_engine_step advances a set of them by
+ * one forward pass: each one past its prompt feeds its last token, the others
+ * feed the next piece of their prompt (at most max_prefill prompt tokens in
+ * all, first come first served), and every sequence whose logits came back
+ * samples its next token. The opts (stop strings included) are borrowed until
+ * lynn_gen_free. */
+struct lynn_gen;
+/* -LYNN_EINVAL for an empty prompt or an id outside the vocabulary. */
+struct lynn_gen *lynn_gen_create(struct lynn_engine *e, const int32_t *prompt, size_t n,
+				 const struct lynn_gen_opts *opts, struct lynn_err *err);
+void lynn_gen_free(struct lynn_gen *g);
+/* LYNN_GEN_RUNNING until the generation ended. */
+enum lynn_gen_finish lynn_gen_finished(const struct lynn_gen *g);
+/* The result so far (borrowed; the text is complete once finished). */
+const struct lynn_gen_result *lynn_gen_result(const struct lynn_gen *g);
+/* Prompt tokens not yet through the model. */
+size_t lynn_gen_prompt_left(const struct lynn_gen *g);
+/* Move the result out (the gen keeps an empty one). */
+void lynn_gen_take_result(struct lynn_gen *g, struct lynn_gen_result *r);
+/* One forward pass over the unfinished gens of `g` (n of them, distinct;
+ * finished ones are skipped). max_prefill <= 0: no limit. On an error (out
+ * of memory) every gen of the step is left as it was before the pass's
+ * sampling, and should be dropped. */
+int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
+		     int64_t max_prefill, struct lynn_err *err);
 
 /* The 5 built-in bilingual probe prompts of `lynn sanity` (SPEC §4); the
  * first two are merge's coherence probes. tests/tools/gen_fixtures.py holds

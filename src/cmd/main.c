@@ -36,6 +36,7 @@ static const struct lynn_cmd cmds[] = {
 	{ "quant-verify", cmd_quant_verify, "is each quantized variant still the reference model? (PASS/FAIL)" },
 	{ "profile", cmd_profile, "MoE expert activation over prompt sets, for pruning" },
 	{ "push", cmd_push, "upload a folder to ModelScope or Hugging Face (resumable)" },
+	{ "serve", cmd_serve, "OpenAI-compatible server with continuous batching" },
 	{ "bench", cmd_bench, "serving throughput of an OpenAI-compatible endpoint (TTFT, tokens/s)" },
 };
 

@@ -222,79 +222,264 @@ static int push_id(struct lynn_tok_ids *v, int32_t id)
 	return 0;
 }
 
+/* ===== one sequence being generated ===== */
+
+struct lynn_gen {
+	struct lynn_engine *e;
+	struct lynn_gen_opts opts;
+	int32_t *prompt;
+	size_t n_prompt, n_fed;   /* prompt ids, and how many went through the model */
+	struct lynn_seq *seq;
+	struct lynn_sampler *smp;
+	struct lynn_tok_stream ts;
+	size_t emitted;           /* bytes of r.text given to on_text */
+	size_t stop_max;          /* longest stop string */
+	double t_start, t_first;
+	struct lynn_gen_result r;
+};
+
+struct lynn_gen *lynn_gen_create(struct lynn_engine *e, const int32_t *prompt, size_t n,
+				 const struct lynn_gen_opts *opts, struct lynn_err *err)
+{
+	const int n_vocab = lynn_model_n_vocab(e->model);
+	struct lynn_gen *g;
+	if (n == 0) {
+		lynn_errf(err, -LYNN_EINVAL, "engine: empty prompt");
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (prompt[i] < 0 || prompt[i] >= n_vocab) {
+			lynn_errf(err, -LYNN_EINVAL, "engine: prompt token %d at position %zu outside the "
+				  "vocabulary (0..%d)", prompt[i], i, n_vocab - 1);
+			return NULL;
+		}
+	if (!(g = calloc(1, sizeof *g)) || !(g->prompt = malloc(n * sizeof *g->prompt))) {
+		free(g);
+		lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
+		return NULL;
+	}
+	memcpy(g->prompt, prompt, n * sizeof *prompt);
+	g->e = e;
+	g->opts = *opts;
+	g->n_prompt = g->r.n_prompt = n;
+	for (int i = 0; i < opts->n_stop; i++)
+		g->stop_max = LYNN_MAX(g->stop_max, strlen(opts->stop[i]));
+	if (e->tok)
+		lynn_tok_stream_init(&g->ts, e->tok, 0);
+	g->t_start = lynn_now();
+	if (opts->max_tokens <= 0) {
+		g->r.finish = LYNN_GEN_LENGTH;
+		return g;
+	}
+	if (!(g->seq = lynn_seq_create(e->model, err)) ||
+	    !(g->smp = lynn_sampler_create(&opts->sample, n_vocab, err))) {
+		lynn_gen_free(g);
+		return NULL;
+	}
+	return g;
+}
+
+void lynn_gen_free(struct lynn_gen *g)
+{
+	if (!g)
+		return;
+	lynn_gen_result_release(&g->r);
+	lynn_sampler_free(g->smp);
+	lynn_seq_free(g->seq);
+	free(g->prompt);
+	free(g);
+}
+
+enum lynn_gen_finish lynn_gen_finished(const struct lynn_gen *g) { return g->r.finish; }
+const struct lynn_gen_result *lynn_gen_result(const struct lynn_gen *g) { return &g->r; }
+size_t lynn_gen_prompt_left(const struct lynn_gen *g) { return g->n_prompt - g->n_fed; }
+
+void lynn_gen_take_result(struct lynn_gen *g, struct lynn_gen_result *r)
+{
+	*r = g->r;
+	memset(&g->r.ids, 0, sizeof g->r.ids);
+	memset(&g->r.text, 0, sizeof g->r.text);
+}
+
+/* Give on_text what is final: up to a stop string (which ends the
+ * generation), else all but a tail that may begin one; everything once
+ * `end`. */
+static void gen_emit(struct lynn_gen *g, bool end)
+{
+	struct lynn_buf *t = &g->r.text;
+	size_t upto = t->len;
+	if (g->opts.n_stop) {
+		size_t from = g->emitted > g->stop_max ? g->emitted - g->stop_max : 0;
+		size_t hit = SIZE_MAX;
+		for (int i = 0; i < g->opts.n_stop; i++) {
+			const char *p = memmem(t->data + from, t->len - from, g->opts.stop[i],
+					       strlen(g->opts.stop[i]));
+			if (p && (size_t)(p - t->data) < hit)
+				hit = (size_t)(p - t->data);
+		}
+		if (hit != SIZE_MAX) {
+			t->len = upto = hit;
+			g->r.finish = LYNN_GEN_STOP;
+		} else if (!end) {
+			/* the longest tail that is a proper prefix of a stop string */
+			for (int i = 0; i < g->opts.n_stop; i++) {
+				size_t sl = strlen(g->opts.stop[i]);
+				for (size_t k = LYNN_MIN(sl - 1, t->len); k > 0; k--)
+					if (t->len - k >= g->emitted && t->len - k < upto &&
+					    !memcmp(t->data + t->len - k, g->opts.stop[i], k)) {
+						upto = t->len - k;
+						break;
+					}
+			}
+		}
+	}
+	if (upto > g->emitted && g->opts.on_text)
+		g->opts.on_text(g->opts.ud, t->data + g->emitted, upto - g->emitted);
+	if (upto > g->emitted)
+		g->emitted = upto;
+}
+
+static void gen_end(struct lynn_gen *g, enum lynn_gen_finish why, double now)
+{
+	if (g->e->tok)
+		lynn_tok_stream_flush(&g->ts, &g->r.text);
+	g->r.finish = why;
+	gen_emit(g, true);
+	g->r.stopped_eos = g->r.finish == LYNN_GEN_EOS;
+	g->r.t_decode_s = now - g->t_first;
+}
+
+/* The token sampled from this pass's logits. */
+static int gen_take(struct lynn_gen *g, const float *logits, int n_vocab, double now,
+		    struct lynn_err *err)
+{
+	int32_t id;
+	int rc;
+	if (!g->r.ids.n) {
+		g->t_first = now;
+		g->r.t_prefill_s = now - g->t_start;
+	}
+	if (!all_finite(logits, n_vocab))
+		g->r.nonfinite = true;
+	id = lynn_sampler_sample(g->smp, logits);
+	if (push_id(&g->r.ids, id))
+		return lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
+	if (g->opts.on_token)
+		g->opts.on_token(g->opts.ud, id);
+	if (!g->opts.ignore_eos && is_eog(g->e, id)) {
+		gen_end(g, LYNN_GEN_EOS, now); /* its text is not part of the answer */
+		return 0;
+	}
+	if (g->e->tok) {
+		if ((rc = lynn_tok_stream_push(&g->ts, id, &g->r.text, err)))
+			return rc;
+		gen_emit(g, false);
+		if (g->r.finish == LYNN_GEN_STOP) {
+			g->r.t_decode_s = now - g->t_first;
+			return 0;
+		}
+	}
+	if (g->r.ids.n >= (size_t)g->opts.max_tokens)
+		gen_end(g, LYNN_GEN_LENGTH, now);
+	return 0;
+}
+
+int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
+		     int64_t max_prefill, struct lynn_err *err)
+{
+	const int n_vocab = lynn_model_n_vocab(e->model);
+	int64_t rows = 0, budget = max_prefill > 0 ? max_prefill : INT64_MAX, n_want = 0;
+	struct lynn_seq **seqs = NULL;
+	int32_t *ids = NULL;
+	bool *want = NULL;
+	float *logits = NULL;
+	int rc = 0;
+
+	/* rows: one per decoding gen, prompt pieces for the others */
+	for (size_t i = 0; i < n; i++) {
+		if (g[i]->r.finish)
+			continue;
+		if (g[i]->n_fed < g[i]->n_prompt) {
+			int64_t take = LYNN_MIN((int64_t)(g[i]->n_prompt - g[i]->n_fed), budget);
+			budget -= take;
+			rows += take;
+			n_want += g[i]->n_fed + (size_t)take == g[i]->n_prompt;
+		} else {
+			rows++;
+			n_want++;
+		}
+	}
+	if (!rows)
+		return 0;
+	seqs = malloc((size_t)rows * sizeof *seqs);
+	ids = malloc((size_t)rows * sizeof *ids);
+	want = malloc((size_t)rows * sizeof *want);
+	logits = n_want ? malloc((size_t)n_want * (size_t)n_vocab * sizeof *logits) : NULL;
+	if (!seqs || !ids || !want || (n_want && !logits)) {
+		rc = lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
+		goto out;
+	}
+	budget = max_prefill > 0 ? max_prefill : INT64_MAX;
+	int64_t r = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct lynn_gen *x = g[i];
+		if (x->r.finish)
+			continue;
+		if (x->n_fed < x->n_prompt) {
+			int64_t take = LYNN_MIN((int64_t)(x->n_prompt - x->n_fed), budget);
+			budget -= take;
+			for (int64_t k = 0; k < take; k++, r++) {
+				seqs[r] = x->seq;
+				ids[r] = x->prompt[x->n_fed + (size_t)k];
+				want[r] = x->n_fed + (size_t)k + 1 == x->n_prompt;
+			}
+		} else {
+			seqs[r] = x->seq;
+			ids[r] = x->r.ids.ids[x->r.ids.n - 1];
+			want[r++] = true;
+		}
+	}
+	if ((rc = lynn_model_forward(e->model, rows, seqs, ids, want, logits, err)))
+		goto out;
+	/* sample, in row order (the order of the wanted logits) */
+	const double now = lynn_now();
+	budget = max_prefill > 0 ? max_prefill : INT64_MAX;
+	int64_t w = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct lynn_gen *x = g[i];
+		if (x->r.finish)
+			continue;
+		if (x->n_fed < x->n_prompt) {
+			int64_t take = LYNN_MIN((int64_t)(x->n_prompt - x->n_fed), budget);
+			budget -= take;
+			x->n_fed += (size_t)take;
+			if (x->n_fed < x->n_prompt)
+				continue;
+		}
+		rc = gen_take(x, logits + (size_t)w++ * (size_t)n_vocab, n_vocab, now, err);
+	}
+out:
+	free(seqs);
+	free(ids);
+	free(want);
+	free(logits);
+	return rc;
+}
+
 int lynn_engine_generate(struct lynn_engine *e, const int32_t *prompt, size_t n,
 			 const struct lynn_gen_opts *opts, struct lynn_gen_result *r,
 			 struct lynn_err *err)
 {
-	int n_vocab = lynn_model_n_vocab(e->model);
-	struct lynn_seq *seq = NULL;
-	struct lynn_sampler *smp = NULL;
-	struct lynn_tok_stream ts;
-	float *logits = NULL;
-	double t0, t1;
+	struct lynn_gen *g = lynn_gen_create(e, prompt, n, opts, err);
 	int rc = 0;
-
 	memset(r, 0, sizeof *r);
 	r->n_prompt = n;
-	if (n == 0)
-		return lynn_errf(err, -LYNN_EINVAL, "engine: empty prompt");
-	if (!(seq = lynn_seq_create(e->model, err)) ||
-	    !(smp = lynn_sampler_create(&opts->sample, n_vocab, err))) {
-		rc = err ? err->code : -LYNN_ENOMEM;
-		goto out;
-	}
-	logits = malloc((size_t)n_vocab * sizeof *logits);
-	if (!logits) {
-		rc = lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
-		goto out;
-	}
-	if (e->tok)
-		lynn_tok_stream_init(&ts, e->tok, 0);
-	t0 = lynn_now();
-	if (opts->max_tokens <= 0)
-		goto out;
-	if ((rc = lynn_model_prefill(e->model, seq, prompt, (int64_t)n, false, logits, err)))
-		goto out;
-	t1 = lynn_now();
-	r->t_prefill_s = t1 - t0;
-	for (int k = 0; k < opts->max_tokens; k++) {
-		int32_t id;
-		if (!all_finite(logits, n_vocab))
-			r->nonfinite = true;
-		id = lynn_sampler_sample(smp, logits);
-		if (push_id(&r->ids, id)) {
-			rc = lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
-			goto out;
-		}
-		if (opts->on_token)
-			opts->on_token(opts->ud, id);
-		if (is_eog(e, id)) {
-			r->stopped_eos = true; /* its text is not part of the answer */
-			break;
-		}
-		if (e->tok) {
-			size_t before = r->text.len;
-			if ((rc = lynn_tok_stream_push(&ts, id, &r->text, err)))
-				goto out;
-			if (opts->on_text && r->text.len > before)
-				opts->on_text(opts->ud, r->text.data + before, r->text.len - before);
-		}
-		if (k + 1 == opts->max_tokens)
-			break;
-		if ((rc = lynn_model_decode(e->model, 1, &seq, &id, logits, err)))
-			goto out;
-	}
-	if (e->tok) {
-		size_t before = r->text.len;
-		lynn_tok_stream_flush(&ts, &r->text);
-		if (opts->on_text && r->text.len > before)
-			opts->on_text(opts->ud, r->text.data + before, r->text.len - before);
-	}
-	r->t_decode_s = lynn_now() - t1;
-out:
-	free(logits);
-	lynn_sampler_free(smp);
-	lynn_seq_free(seq);
+	if (!g)
+		return err && err->code ? err->code : -LYNN_ENOMEM;
+	while (!rc && !g->r.finish)
+		rc = lynn_engine_step(e, &g, 1, 0, err);
+	lynn_gen_take_result(g, r);
+	lynn_gen_free(g);
 	return rc;
 }
 

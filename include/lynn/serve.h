@@ -1,0 +1,50 @@
+/*
+ * serve.h - `lynn serve`: an OpenAI-compatible HTTP server over one engine
+ * (SPEC §7; docs/lynn-serve.md). libmicrohttpd serves the connections (one
+ * thread each); one scheduler thread runs continuous batching: up to
+ * `parallel` requests are generated together, each lynn_engine_step feeding
+ * every running request's next token and the next piece of the newest
+ * prompts in one forward pass (engine.h: the decode loop of `lynn generate`
+ * too). Requests wait in a bounded queue; a client that goes away cancels
+ * its request at the next step.
+ */
+#ifndef LYNN_SERVE_H
+#define LYNN_SERVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lynn/engine.h"
+#include "lynn/err.h"
+
+struct lynn_server_opts {
+	const char *host;          /* address to bind; NULL = 127.0.0.1 */
+	int port;                  /* 0: any free port (lynn_server_port tells) */
+	const char *model_name;    /* the id /v1/models lists and responses carry */
+	int parallel;              /* requests generated together (>= 1) */
+	int max_queue;             /* requests waiting beyond those (>= 0); more get 503 */
+	int ctx_size;              /* tokens per request, prompt + completion */
+	int max_prefill;           /* prompt tokens per batch step (chunked prefill) */
+	const char *api_key;       /* NULL: no authentication; never logged */
+	bool metrics;              /* serve GET /metrics (else 501) */
+};
+
+struct lynn_server;
+
+/* Start serving `e` (borrowed; used only by the scheduler thread once
+ * started, and for tokenizing and templating, which are thread-safe).
+ * Errors: -LYNN_EINVAL for bad options, -LYNN_EIO when the address cannot
+ * be bound (naming it). */
+struct lynn_server *lynn_server_start(struct lynn_engine *e, const struct lynn_server_opts *o,
+				      struct lynn_err *err);
+/* The port bound (the chosen one when opts.port was 0). */
+int lynn_server_port(const struct lynn_server *s);
+/* Graceful drain: stop accepting connections, answer new requests on open
+ * ones with 503, and return once every queued and running request has
+ * finished (or after timeout_s > 0 seconds; then the rest are cancelled).
+ * Returns the number of requests cancelled. */
+int lynn_server_drain(struct lynn_server *s, double timeout_s);
+/* Stop (cancelling whatever runs) and free. */
+void lynn_server_stop(struct lynn_server *s);
+
+#endif

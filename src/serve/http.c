@@ -1,0 +1,607 @@
+/* http.c - the HTTP side of `lynn serve`: libmicrohttpd with one thread per
+ * connection, so a handler may wait for its request: a non-streamed
+ * completion waits in the handler (checking every second that the client is
+ * still there), a streamed one in the response's reader callback, which
+ * turns the generated text into server-sent events (a comment line every
+ * second while there is nothing to say, so proxies keep the stream open and
+ * a gone client shows as a failed write). Routes, authentication and the
+ * error objects follow OpenAI and llama-server
+ * (docs/reference/serving-and-hubs.md §1). */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "lynn/json.h"
+#include "lynn/log.h"
+#include "lynn/util.h"
+#include "serve_internal.h"
+
+#define MAX_BODY (8u << 20)
+
+/* One connection's request body as it arrives. */
+struct conn {
+	struct lynn_buf body;
+	bool too_big;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *type, char *text)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	if (!text)
+		return MHD_NO;
+	r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", type);
+	ret = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result reply_json(struct MHD_Connection *c, int status, cJSON *o)
+{
+	char *s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return reply(c, status, "application/json", s);
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, const struct srv_error *e)
+{
+	return reply(c, e->status, "application/json", srv_error_json(e));
+}
+
+static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *param,
+			    const char *msg)
+{
+	struct srv_error e;
+	srv_fail(&e, status, param, "%s", msg);
+	return reply_error(c, &e);
+}
+
+/* Bearer token, compared in constant time. */
+static bool authorized(struct srv *s, struct MHD_Connection *c)
+{
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	size_t hn, n = strlen(s->api_key);
+	unsigned char diff;
+	if (!h || strncasecmp(h, "Bearer ", 7))
+		return false;
+	h += 7;
+	hn = strlen(h);
+	diff = hn != n;
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)((i < hn ? (unsigned char)h[i] : 0) ^ (unsigned char)s->api_key[i]);
+	return diff == 0;
+}
+
+/* Has the client closed its end? */
+static bool client_gone(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct pollfd p;
+	if (!ci)
+		return false;
+	p.fd = ci->connect_fd;
+	p.events = POLLRDHUP;
+	p.revents = 0;
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* ===== streaming ===== */
+
+struct stream {
+	struct srv *s;
+	struct srv_req *r;
+	struct lynn_chat_stream *cs;
+	struct lynn_buf out, text;
+	size_t off;
+	int n_calls;
+	bool started, ended;
+};
+
+static void sse(struct stream *st, cJSON *o)
+{
+	char *j = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (j)
+		lynn_buf_printf(&st->out, "data: %s\n\n", j);
+	free(j);
+}
+
+/* A chunk with one choice whose delta (chat) or text (completions) is set
+ * by the caller; finish_reason null unless given. */
+static cJSON *chunk(struct stream *st, cJSON **delta, const char *finish)
+{
+	cJSON *o = srv_chunk_new(st->s, st->r), *ch = cJSON_AddArrayToObject(o, "choices");
+	cJSON *c = cJSON_CreateObject();
+	cJSON_AddItemToArray(ch, c);
+	cJSON_AddNumberToObject(c, "index", 0);
+	if (st->r->kind == SRV_CHAT)
+		*delta = cJSON_AddObjectToObject(c, "delta");
+	else
+		*delta = c;
+	cJSON_AddNullToObject(c, "logprobs");
+	if (finish)
+		cJSON_AddStringToObject(c, "finish_reason", finish);
+	else
+		cJSON_AddNullToObject(c, "finish_reason");
+	return o;
+}
+
+static void emit_delta(struct stream *st, const struct lynn_chat_msg *d)
+{
+	cJSON *delta, *o;
+	if (d->reasoning_content && d->reasoning_content[0]) {
+		o = chunk(st, &delta, NULL);
+		cJSON_AddStringToObject(delta, "reasoning_content", d->reasoning_content);
+		sse(st, o);
+	}
+	if (d->content && d->content[0]) {
+		o = chunk(st, &delta, NULL);
+		cJSON_AddStringToObject(delta, "content", d->content);
+		sse(st, o);
+	}
+	for (size_t i = 0; i < d->n_tool_calls; i++) {
+		cJSON *tc, *t, *f;
+		char id[24];
+		o = chunk(st, &delta, NULL);
+		tc = cJSON_AddArrayToObject(delta, "tool_calls");
+		t = cJSON_CreateObject();
+		cJSON_AddItemToArray(tc, t);
+		cJSON_AddNumberToObject(t, "index", st->n_calls);
+		snprintf(id, sizeof id, "call_%d", st->n_calls++);
+		cJSON_AddStringToObject(t, "id", id);
+		cJSON_AddStringToObject(t, "type", "function");
+		f = cJSON_AddObjectToObject(t, "function");
+		cJSON_AddStringToObject(f, "name", d->tool_calls[i].name);
+		cJSON_AddStringToObject(f, "arguments", d->tool_calls[i].arguments);
+		sse(st, o);
+	}
+}
+
+/* New text (and, at the end, the finish) -> events in st->out. */
+static void stream_text(struct stream *st, bool end)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_chat_msg d = { 0 };
+	cJSON *delta, *o;
+	if (st->r->kind == SRV_COMPLETION) {
+		if (st->text.len) {
+			o = chunk(st, &delta, NULL);
+			cJSON_AddStringToObject(delta, "text", st->text.data);
+			sse(st, o);
+		}
+	} else {
+		if ((st->text.len && lynn_chat_stream_feed(st->cs, st->text.data, st->text.len, &d, &err) == 0))
+			emit_delta(st, &d);
+		lynn_chat_msg_release(&d);
+		memset(&d, 0, sizeof d);
+		if (end && lynn_chat_stream_finish(st->cs, &d, &err) == 0)
+			emit_delta(st, &d);
+		lynn_chat_msg_release(&d);
+	}
+	lynn_buf_reset(&st->text);
+	if (!end)
+		return;
+	o = chunk(st, &delta, srv_finish_reason(st->r, st->n_calls > 0));
+	if (st->r->kind == SRV_COMPLETION)
+		cJSON_AddStringToObject(delta, "text", "");
+	sse(st, o);
+	if (st->r->include_usage) {
+		o = srv_chunk_new(st->s, st->r);
+		cJSON_AddArrayToObject(o, "choices");
+		cJSON_AddItemToObject(o, "usage", srv_usage(st->r));
+		sse(st, o);
+	}
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream *st = cls;
+	struct srv *s = st->s;
+	struct srv_req *r = st->r;
+	for (;;) {
+		if (st->off < st->out.len) {
+			size_t n = LYNN_MIN(max, st->out.len - st->off);
+			memcpy(buf, st->out.data + st->off, n);
+			st->off += n;
+			if (st->off == st->out.len) {
+				lynn_buf_reset(&st->out);
+				st->off = 0;
+			}
+			return (ssize_t)n;
+		}
+		if (st->ended)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (!st->started) {
+			cJSON *delta, *o = chunk(st, &delta, NULL);
+			if (r->kind == SRV_CHAT) {
+				cJSON_AddStringToObject(delta, "role", "assistant");
+				cJSON_AddNullToObject(delta, "content");
+				sse(st, o);
+			} else {
+				cJSON_Delete(o);
+			}
+			st->started = true;
+			if (st->out.len)
+				continue;
+		}
+		struct timespec until;
+		enum srv_state state;
+		bool timed_out = false;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 1;
+		pthread_mutex_lock(&s->mu);
+		while (!r->pending.len && (r->state == SRV_QUEUED || r->state == SRV_RUNNING) && !timed_out)
+			timed_out = pthread_cond_timedwait(&r->cv, &s->mu, &until) == ETIMEDOUT;
+		if (r->pending.len) {
+			lynn_buf_append(&st->text, r->pending.data, r->pending.len);
+			lynn_buf_reset(&r->pending);
+		}
+		state = r->state;
+		pthread_mutex_unlock(&s->mu);
+		if (state == SRV_FAILED) {
+			char *j = srv_error_json(&r->err);
+			stream_text(st, false);
+			lynn_buf_printf(&st->out, "data: %s\n\ndata: [DONE]\n\n", j ? j : "{}");
+			free(j);
+			st->ended = true;
+		} else if (state == SRV_DONE) {
+			stream_text(st, true);
+			lynn_buf_puts(&st->out, "data: [DONE]\n\n");
+			st->ended = true;
+		} else if (st->text.len) {
+			stream_text(st, false);
+		} else if (timed_out) {
+			lynn_buf_puts(&st->out, ": ping\n\n");
+		}
+	}
+}
+
+static void stream_free(void *cls)
+{
+	struct stream *st = cls;
+	srv_release(st->s, st->r); /* cancels the request if the client left early */
+	lynn_chat_stream_free(st->cs);
+	lynn_buf_release(&st->out);
+	lynn_buf_release(&st->text);
+	free(st);
+}
+
+/* ===== completions ===== */
+
+static enum MHD_Result completion(struct srv *s, struct MHD_Connection *c, enum srv_kind kind,
+				  const struct conn *cn)
+{
+	struct srv_error e;
+	struct lynn_err err = { 0 };
+	struct srv_req *r = srv_req_parse(s, kind, cn->body.data ? cn->body.data : "", cn->body.len, &e);
+	if (!r)
+		return reply_error(c, &e);
+	if (srv_submit(s, r, &e)) {
+		srv_req_free(r);
+		return reply_error(c, &e);
+	}
+	if (r->stream) {
+		struct stream *st = calloc(1, sizeof *st);
+		struct MHD_Response *resp;
+		enum MHD_Result ret;
+		if (st && kind == SRV_CHAT && !(st->cs = lynn_chat_stream_create(&r->parse, &err))) {
+			free(st);
+			st = NULL;
+		}
+		if (!st) {
+			srv_release(s, r);
+			return fail(c, 500, NULL, "out of memory");
+		}
+		st->s = s;
+		st->r = r;
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
+		if (!resp) {
+			stream_free(st);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+		MHD_add_response_header(resp, "Cache-Control", "no-cache");
+		ret = MHD_queue_response(c, 200, resp);
+		MHD_destroy_response(resp);
+		return ret;
+	}
+	/* not streamed: wait here, watching the client */
+	pthread_mutex_lock(&s->mu);
+	while (r->state == SRV_QUEUED || r->state == SRV_RUNNING) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 1;
+		if (pthread_cond_timedwait(&r->cv, &s->mu, &until) == ETIMEDOUT) {
+			pthread_mutex_unlock(&s->mu);
+			bool gone = client_gone(c);
+			pthread_mutex_lock(&s->mu);
+			if (gone)
+				break;
+		}
+	}
+	enum srv_state state = r->state;
+	pthread_mutex_unlock(&s->mu);
+	if (state == SRV_QUEUED || state == SRV_RUNNING) { /* the client left */
+		srv_release(s, r);
+		return MHD_NO;
+	}
+	enum MHD_Result ret;
+	if (state == SRV_FAILED) {
+		ret = reply_error(c, &r->err);
+	} else {
+		char *j = kind == SRV_CHAT ? srv_chat_response(s, r) : srv_completion_response(s, r);
+		ret = j ? reply(c, 200, "application/json", j) : fail(c, 500, NULL, "out of memory");
+	}
+	srv_release(s, r);
+	return ret;
+}
+
+/* ===== the small endpoints ===== */
+
+static cJSON *body_object(const struct conn *cn, struct srv_error *e)
+{
+	struct lynn_err err = { 0 };
+	cJSON *b = lynn_json_parse("the request body", cn->body.data ? cn->body.data : "", cn->body.len, &err);
+	if (!b)
+		srv_fail(e, 400, NULL, "%s", err.msg);
+	else if (!cJSON_IsObject(b)) {
+		cJSON_Delete(b);
+		b = NULL;
+		srv_fail(e, 400, NULL, "the request body must be a JSON object");
+	}
+	return b;
+}
+
+static enum MHD_Result models(struct srv *s, struct MHD_Connection *c)
+{
+	cJSON *o = cJSON_CreateObject(), *d = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "object", "list");
+	cJSON_AddItemToArray(d, m);
+	cJSON_AddStringToObject(m, "id", s->model_name);
+	cJSON_AddStringToObject(m, "object", "model");
+	cJSON_AddNumberToObject(m, "created", (double)s->started);
+	cJSON_AddStringToObject(m, "owned_by", "lynn");
+	cJSON_AddNumberToObject(m, "max_model_len", s->o.ctx_size);
+	return reply_json(c, 200, o);
+}
+
+static enum MHD_Result tokenize(struct srv *s, struct MHD_Connection *c, const struct conn *cn)
+{
+	struct srv_error e;
+	struct lynn_err err = { 0 };
+	struct lynn_tok_ids ids = { 0 };
+	bool pieces = false;
+	cJSON *b = body_object(cn, &e), *content, *o, *t;
+	if (!b)
+		return reply_error(c, &e);
+	content = cJSON_GetObjectItemCaseSensitive(b, "content");
+	t = cJSON_GetObjectItemCaseSensitive(b, "with_pieces");
+	pieces = cJSON_IsTrue(t);
+	if (!cJSON_IsString(content)) {
+		cJSON_Delete(b);
+		return fail(c, 400, "content", "'content' must be a string");
+	}
+	if (lynn_tok_encode(s->tok, content->valuestring, strlen(content->valuestring), 0, &ids, &err)) {
+		cJSON_Delete(b);
+		return fail(c, 400, "content", err.msg);
+	}
+	cJSON_Delete(b);
+	o = cJSON_CreateObject();
+	t = cJSON_AddArrayToObject(o, "tokens");
+	for (size_t i = 0; i < ids.n; i++) {
+		if (!pieces) {
+			cJSON_AddItemToArray(t, cJSON_CreateNumber(ids.ids[i]));
+			continue;
+		}
+		struct lynn_buf piece = { 0 };
+		cJSON *p = cJSON_CreateObject();
+		lynn_tok_decode(s->tok, &ids.ids[i], 1, 0, &piece, &err);
+		cJSON_AddNumberToObject(p, "id", ids.ids[i]);
+		cJSON_AddStringToObject(p, "piece", piece.data ? piece.data : "");
+		lynn_buf_release(&piece);
+		cJSON_AddItemToArray(t, p);
+	}
+	lynn_tok_ids_release(&ids);
+	return reply_json(c, 200, o);
+}
+
+static enum MHD_Result detokenize(struct srv *s, struct MHD_Connection *c, const struct conn *cn)
+{
+	struct srv_error e;
+	struct lynn_err err = { 0 };
+	struct lynn_buf text = { 0 };
+	cJSON *b = body_object(cn, &e), *toks, *it, *o;
+	int32_t *ids = NULL;
+	size_t n = 0;
+	if (!b)
+		return reply_error(c, &e);
+	toks = cJSON_GetObjectItemCaseSensitive(b, "tokens");
+	if (!cJSON_IsArray(toks)) {
+		cJSON_Delete(b);
+		return fail(c, 400, "tokens", "'tokens' must be a list of token ids");
+	}
+	ids = malloc(((size_t)cJSON_GetArraySize(toks) + 1) * sizeof *ids);
+	cJSON_ArrayForEach(it, toks) {
+		if (!ids || !cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > INT32_MAX ||
+		    it->valuedouble != (double)(int32_t)it->valuedouble) {
+			free(ids);
+			cJSON_Delete(b);
+			return fail(c, 400, "tokens", "'tokens' must be a list of token ids");
+		}
+		ids[n++] = (int32_t)it->valuedouble;
+	}
+	cJSON_Delete(b);
+	if (lynn_tok_decode(s->tok, ids, n, 0, &text, &err)) {
+		free(ids);
+		lynn_buf_release(&text);
+		return fail(c, 400, "tokens", err.msg);
+	}
+	free(ids);
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "content", text.data ? text.data : "");
+	lynn_buf_release(&text);
+	return reply_json(c, 200, o);
+}
+
+static enum MHD_Result apply_template(struct srv *s, struct MHD_Connection *c, const struct conn *cn)
+{
+	struct srv_error e;
+	struct lynn_err err = { 0 };
+	char *prompt = NULL;
+	size_t len = 0;
+	cJSON *b = body_object(cn, &e), *o;
+	if (!b)
+		return reply_error(c, &e);
+	cJSON_Delete(b);
+	if (!s->tmpl)
+		return fail(c, 400, "messages", "the model has no chat template");
+	if (lynn_chat_render_request(s->tmpl, cn->body.data, cn->body.len, -1, &prompt, &len, &err))
+		return fail(c, 400, "messages", err.msg);
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "prompt", prompt);
+	free(prompt);
+	return reply_json(c, 200, o);
+}
+
+/* ===== routing ===== */
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+			      const char *method, const char *version, const char *upload,
+			      size_t *upload_size, void **con_cls)
+{
+	struct srv *s = cls;
+	struct conn *cn = *con_cls;
+	const bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+	if (!cn) {
+		if (!(cn = calloc(1, sizeof *cn)))
+			return MHD_NO;
+		*con_cls = cn;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (cn->body.len + *upload_size > MAX_BODY)
+			cn->too_big = true;
+		else if (lynn_buf_append(&cn->body, upload, *upload_size))
+			return MHD_NO;
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (cn->too_big)
+		return fail(c, 413, NULL, "the request body is larger than 8 MiB");
+	if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) {
+		bool draining;
+		pthread_mutex_lock(&s->mu);
+		draining = s->draining;
+		pthread_mutex_unlock(&s->mu);
+		if (draining)
+			return fail(c, 503, NULL, "the server is shutting down");
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "status", "ok");
+		return reply_json(c, 200, o);
+	}
+	if (s->api_key && !authorized(s, c))
+		return fail(c, 401, NULL, "invalid or missing API key (Authorization: Bearer …)");
+	if (get && (!strcmp(url, "/v1/models") || !strcmp(url, "/models")))
+		return models(s, c);
+	if (post && (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")))
+		return completion(s, c, SRV_CHAT, cn);
+	if (post && (!strcmp(url, "/v1/completions") || !strcmp(url, "/completions")))
+		return completion(s, c, SRV_COMPLETION, cn);
+	if (post && !strcmp(url, "/tokenize"))
+		return tokenize(s, c, cn);
+	if (post && !strcmp(url, "/detokenize"))
+		return detokenize(s, c, cn);
+	if (post && !strcmp(url, "/apply-template"))
+		return apply_template(s, c, cn);
+	if (get && !strcmp(url, "/metrics")) {
+		char *t;
+		if (!s->o.metrics)
+			return fail(c, 501, NULL, "metrics are off (start lynn serve with --metrics)");
+		t = srv_metrics_text(s);
+		return t ? reply(c, 200, "text/plain; version=0.0.4", t) : MHD_NO;
+	}
+	if (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings"))
+		return fail(c, 501, NULL, "lynn serve serves a chat model: no embeddings");
+	char msg[160];
+	snprintf(msg, sizeof msg, "no route for %.10s %.100s", method, url);
+	return fail(c, 404, NULL, msg);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+		      enum MHD_RequestTerminationCode toe)
+{
+	struct conn *cn = *con_cls;
+	if (cn) {
+		lynn_buf_release(&cn->body);
+		free(cn);
+		*con_cls = NULL;
+	}
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	lynn_log_debug("serve: http: %s", msg);
+}
+
+int srv_http_start(struct srv *s, struct lynn_err *err)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE };
+	struct addrinfo *ai = NULL;
+	char port[16];
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+			 MHD_USE_ERROR_LOG | MHD_USE_ITC;
+	int rc;
+	snprintf(port, sizeof port, "%d", s->o.port);
+	if ((rc = getaddrinfo(s->host, port, &hints, &ai)))
+		return lynn_errf(err, -LYNN_EINVAL, "serve: --host '%s': not a numeric IPv4 or IPv6 address (%s)",
+				 s->host, gai_strerror(rc));
+	if (ai->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	s->mhd = MHD_start_daemon(flags, (uint16_t)s->o.port, NULL, NULL, handle, s,
+				  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+				  MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+				  MHD_OPTION_CONNECTION_LIMIT,
+				  (unsigned)(s->o.parallel + s->o.max_queue + 64),
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+				  MHD_OPTION_END);
+	freeaddrinfo(ai);
+	if (!s->mhd)
+		return lynn_errf(err, -LYNN_EIO, "serve: cannot listen on %s:%d (in use, or not an address "
+				 "of this machine)", s->host, s->o.port);
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = di ? di->port : s->o.port;
+	return 0;
+}
+
+void srv_http_quiesce(struct srv *s)
+{
+	if (s->mhd) {
+		MHD_socket fd = MHD_quiesce_daemon(s->mhd);
+		if (fd != MHD_INVALID_SOCKET)
+			close(fd);
+	}
+}
+
+void srv_http_stop(struct srv *s)
+{
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd);
+	s->mhd = NULL;
+}

@@ -1,0 +1,521 @@
+/* oai.c - the OpenAI side of `lynn serve`: request bodies checked field by
+ * field (400 naming the field, OpenAI's error object), the chat prompt
+ * rendered with the model's template and tokenized, and the response,
+ * chunk and usage objects (docs/reference/serving-and-hubs.md §1). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "lynn/json.h"
+#include "lynn/version.h"
+#include "serve_internal.h"
+
+#define MAX_STOP 16
+
+int srv_fail(struct srv_error *e, int status, const char *param, const char *fmt, ...)
+{
+	va_list ap;
+	memset(e, 0, sizeof *e);
+	e->status = status;
+	e->param = param;
+	switch (status) {
+	case 400: e->type = "invalid_request_error"; break;
+	case 401: e->type = "authentication_error"; break;
+	case 404: e->type = "not_found_error"; break;
+	case 413: e->type = "invalid_request_error"; break;
+	case 501: e->type = "not_supported_error"; break;
+	case 503: e->type = "unavailable_error"; break;
+	default: e->type = "server_error"; break;
+	}
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof e->message, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+char *srv_error_json(const struct srv_error *e)
+{
+	cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
+	char *s;
+	cJSON_AddStringToObject(o, "message", e->message);
+	cJSON_AddStringToObject(o, "type", e->type);
+	cJSON_AddNumberToObject(o, "code", e->status);
+	if (e->param)
+		cJSON_AddStringToObject(o, "param", e->param);
+	else
+		cJSON_AddNullToObject(o, "param");
+	if (e->n_ctx) {
+		cJSON_AddNumberToObject(o, "n_prompt_tokens", (double)e->n_prompt_tokens);
+		cJSON_AddNumberToObject(o, "n_ctx", (double)e->n_ctx);
+	}
+	s = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	return s;
+}
+
+void srv_req_free(struct srv_req *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < r->n_stop; i++)
+		free(r->stop[i]);
+	free(r->stop);
+	free(r->tools_json);
+	lynn_tok_ids_release(&r->prompt);
+	lynn_buf_release(&r->pending);
+	lynn_gen_result_release(&r->res);
+	lynn_gen_free(r->gen);
+	pthread_cond_destroy(&r->cv);
+	free(r);
+}
+
+static void random_id(char *out, size_t n, const char *prefix)
+{
+	unsigned char b[12];
+	if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+		uint64_t t = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)out;
+		memcpy(b, &t, 8);
+		memset(b + 8, 0, 4);
+	}
+	size_t k = (size_t)snprintf(out, n, "%s", prefix);
+	for (size_t i = 0; i < sizeof b && k + 2 < n; i++, k += 2)
+		snprintf(out + k, n - k, "%02x", b[i]);
+}
+
+/* ---- field checks: absent fields keep the default ---- */
+
+static int get_num(const cJSON *o, const char *key, double lo, double hi, double *out,
+		   struct srv_error *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+		return srv_fail(e, 400, key, "'%s' must be a number", key);
+	if (v->valuedouble < lo || v->valuedouble > hi)
+		return srv_fail(e, 400, key, "'%s' must be in [%g, %g] (got %g)", key, lo, hi,
+				v->valuedouble);
+	*out = v->valuedouble;
+	return 0;
+}
+
+static int get_int(const cJSON *o, const char *key, double lo, double hi, int64_t *out,
+		   struct srv_error *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	double d = NAN;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (get_num(o, key, -HUGE_VAL, HUGE_VAL, &d, e))
+		return -1;
+	if (d != floor(d))
+		return srv_fail(e, 400, key, "'%s' must be an integer", key);
+	if (d < lo || d > hi)
+		return srv_fail(e, 400, key, "'%s' must be in [%.0f, %.0f] (got %.0f)", key, lo, hi, d);
+	*out = (int64_t)d;
+	return 0;
+}
+
+static int get_bool(const cJSON *o, const char *key, bool *out, struct srv_error *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsBool(v))
+		return srv_fail(e, 400, key, "'%s' must be true or false", key);
+	*out = cJSON_IsTrue(v);
+	return 0;
+}
+
+/* Fields lynn does not implement: accepted at their neutral value only. */
+static int refuse_unsupported(const cJSON *b, struct srv_error *e)
+{
+	static const char *const zero_nums[] = { "presence_penalty", "frequency_penalty" };
+	const cJSON *v;
+	for (size_t i = 0; i < sizeof zero_nums / sizeof *zero_nums; i++)
+		if ((v = cJSON_GetObjectItemCaseSensitive(b, zero_nums[i])) && !cJSON_IsNull(v) &&
+		    !(cJSON_IsNumber(v) && v->valuedouble == 0))
+			return srv_fail(e, 400, zero_nums[i], "'%s' is not supported by lynn serve",
+					zero_nums[i]);
+	if ((v = cJSON_GetObjectItemCaseSensitive(b, "repetition_penalty")) && !cJSON_IsNull(v) &&
+	    !(cJSON_IsNumber(v) && v->valuedouble == 1))
+		return srv_fail(e, 400, "repetition_penalty", "'repetition_penalty' is not supported by lynn serve");
+	if ((v = cJSON_GetObjectItemCaseSensitive(b, "logprobs")) && !cJSON_IsNull(v) &&
+	    !cJSON_IsFalse(v))
+		return srv_fail(e, 400, "logprobs", "'logprobs' is not supported by lynn serve");
+	if ((v = cJSON_GetObjectItemCaseSensitive(b, "top_logprobs")) && !cJSON_IsNull(v) &&
+	    !(cJSON_IsNumber(v) && v->valuedouble == 0))
+		return srv_fail(e, 400, "top_logprobs", "'top_logprobs' is not supported by lynn serve");
+	if ((v = cJSON_GetObjectItemCaseSensitive(b, "n")) && !cJSON_IsNull(v) &&
+	    !(cJSON_IsNumber(v) && v->valuedouble == 1))
+		return srv_fail(e, 400, "n", "'n' must be 1 (one choice per request)");
+	if ((v = cJSON_GetObjectItemCaseSensitive(b, "response_format")) && !cJSON_IsNull(v)) {
+		const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+		if (!cJSON_IsString(t))
+			return srv_fail(e, 400, "response_format", "'response_format' must be an object with a 'type'");
+		if (strcmp(t->valuestring, "text"))
+			return srv_fail(e, 400, "response_format",
+					"response_format '%.40s' needs constrained decoding, which lynn serve does not do",
+					t->valuestring);
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(b, "echo")) && cJSON_IsTrue(v))
+		return srv_fail(e, 400, "echo", "'echo' is not supported by lynn serve");
+	return 0;
+}
+
+static int parse_stop(const cJSON *b, struct srv_req *r, struct srv_error *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, "stop"), *it;
+	int n = 0;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (cJSON_IsString(v))
+		n = 1;
+	else if (cJSON_IsArray(v))
+		n = cJSON_GetArraySize(v);
+	else
+		return srv_fail(e, 400, "stop", "'stop' must be a string or a list of strings");
+	if (n > MAX_STOP)
+		return srv_fail(e, 400, "stop", "'stop' has %d strings (at most %d)", n, MAX_STOP);
+	if (n && !(r->stop = calloc((size_t)n, sizeof *r->stop)))
+		return srv_fail(e, 500, NULL, "out of memory");
+	for (int i = 0; i < n; i++) {
+		it = cJSON_IsString(v) ? v : cJSON_GetArrayItem(v, i);
+		if (!cJSON_IsString(it) || !it->valuestring[0])
+			return srv_fail(e, 400, "stop", "'stop' entries must be non-empty strings");
+		if (!(r->stop[r->n_stop++] = strdup(it->valuestring)))
+			return srv_fail(e, 500, NULL, "out of memory");
+	}
+	return 0;
+}
+
+/* Sampling, length, stop and streaming fields, common to both endpoints. */
+static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_t def_max,
+			struct srv_error *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, "model");
+	double temp = 1.0, top_p = 1.0, min_p = 0.0;
+	int64_t top_k = 0, seed = -1, max = def_max;
+	const cJSON *so;
+
+	if (v && !cJSON_IsNull(v)) {
+		if (!cJSON_IsString(v))
+			return srv_fail(e, 400, "model", "'model' must be a string");
+		if (strcmp(v->valuestring, s->model_name))
+			return srv_fail(e, 404, "model", "the model '%.200s' does not exist (this server serves '%.200s')",
+					v->valuestring, s->model_name);
+	}
+	if (refuse_unsupported(b, e) || get_num(b, "temperature", 0, 2, &temp, e) ||
+	    get_num(b, "top_p", 0, 1, &top_p, e) || get_num(b, "min_p", 0, 1, &min_p, e) ||
+	    get_int(b, "top_k", -1, 1 << 30, &top_k, e) ||
+	    get_int(b, "seed", -9.2e18, 9.2e18, &seed, e) || get_int(b, "max_tokens", 1, 1 << 30, &max, e) ||
+	    get_int(b, "max_completion_tokens", 1, 1 << 30, &max, e) ||
+	    get_bool(b, "stream", &r->stream, e) || get_bool(b, "ignore_eos", &r->gopts.ignore_eos, e) ||
+	    parse_stop(b, r, e))
+		return -1;
+	if (top_p <= 0)
+		return srv_fail(e, 400, "top_p", "'top_p' must be in (0, 1]");
+	if (min_p >= 1)
+		return srv_fail(e, 400, "min_p", "'min_p' must be in [0, 1)");
+	so = cJSON_GetObjectItemCaseSensitive(b, "stream_options");
+	if (so && !cJSON_IsNull(so)) {
+		if (!r->stream)
+			return srv_fail(e, 400, "stream_options", "'stream_options' is only allowed with stream: true");
+		if (!cJSON_IsObject(so))
+			return srv_fail(e, 400, "stream_options", "'stream_options' must be an object");
+		if (get_bool(so, "include_usage", &r->include_usage, e))
+			return -1;
+	}
+	lynn_sample_params_init(&r->gopts.sample);
+	r->gopts.sample.temperature = (float)temp;
+	r->gopts.sample.top_p = (float)top_p;
+	r->gopts.sample.min_p = (float)min_p;
+	r->gopts.sample.top_k = top_k < 0 ? 0 : (int)top_k;
+	if (seed >= 0 || cJSON_GetObjectItemCaseSensitive(b, "seed"))
+		r->gopts.sample.seed = (uint64_t)seed;
+	else if (getrandom(&r->gopts.sample.seed, sizeof r->gopts.sample.seed, 0) < 0)
+		r->gopts.sample.seed = (uint64_t)time(NULL);
+	r->gopts.max_tokens = (int)max;
+	r->gopts.stop = (const char *const *)r->stop;
+	r->gopts.n_stop = r->n_stop;
+	return 0;
+}
+
+/* The prompt fits the context; max_tokens is cut to what is left. */
+static int fit_context(struct srv *s, struct srv_req *r, struct srv_error *e)
+{
+	const int64_t n = (int64_t)r->prompt.n, ctx = s->o.ctx_size;
+	if (n == 0)
+		return srv_fail(e, 400, "prompt", "the prompt is empty");
+	if (n >= ctx) {
+		srv_fail(e, 400, NULL, "the request's prompt has %lld tokens, at least the context size %lld",
+			 (long long)n, (long long)ctx);
+		e->type = "exceed_context_size_error";
+		e->n_prompt_tokens = n;
+		e->n_ctx = ctx;
+		return -1;
+	}
+	if (r->gopts.max_tokens > ctx - n)
+		r->gopts.max_tokens = (int)(ctx - n);
+	return 0;
+}
+
+static int check_messages(const cJSON *b, struct srv_error *e)
+{
+	static const char *const roles[] = { "system", "developer", "user", "assistant", "tool" };
+	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(b, "messages"), *m;
+	int i = 0;
+	if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+		return srv_fail(e, 400, "messages", "'messages' must be a non-empty list of messages");
+	cJSON_ArrayForEach(m, msgs) {
+		const cJSON *role = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "role") : NULL;
+		const cJSON *c = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "content") : NULL;
+		bool known = false;
+		if (!cJSON_IsString(role))
+			return srv_fail(e, 400, "messages", "messages[%d] has no 'role' string", i);
+		for (size_t k = 0; k < sizeof roles / sizeof *roles; k++)
+			known |= !strcmp(role->valuestring, roles[k]);
+		if (!known)
+			return srv_fail(e, 400, "messages", "messages[%d]: unknown role '%.40s'", i,
+					role->valuestring);
+		if (c && !cJSON_IsNull(c) && !cJSON_IsString(c) && !cJSON_IsArray(c))
+			return srv_fail(e, 400, "messages",
+					"messages[%d].content must be a string or a list of parts", i);
+		if (cJSON_IsArray(c)) {
+			const cJSON *p;
+			cJSON_ArrayForEach(p, c) {
+				const cJSON *t = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "type") : NULL;
+				if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") ||
+				    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(p, "text")))
+					return srv_fail(e, 400, "messages",
+							"messages[%d].content: only {\"type\": \"text\", \"text\": …} parts are supported",
+							i);
+			}
+		}
+		i++;
+	}
+	return 0;
+}
+
+static int parse_tools(const cJSON *b, struct srv_req *r, struct srv_error *e)
+{
+	const cJSON *tools = cJSON_GetObjectItemCaseSensitive(b, "tools");
+	const cJSON *choice = cJSON_GetObjectItemCaseSensitive(b, "tool_choice"), *t;
+	if (tools && !cJSON_IsNull(tools)) {
+		if (!cJSON_IsArray(tools))
+			return srv_fail(e, 400, "tools", "'tools' must be a list");
+		cJSON_ArrayForEach(t, tools) {
+			const cJSON *f = cJSON_IsObject(t) ? cJSON_GetObjectItemCaseSensitive(t, "function") : NULL;
+			if (!cJSON_IsObject(f) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(f, "name")))
+				return srv_fail(e, 400, "tools",
+						"each tool must be {\"type\": \"function\", \"function\": {\"name\": …}}");
+		}
+	}
+	if (choice && !cJSON_IsNull(choice)) {
+		if (!cJSON_IsString(choice) ||
+		    (strcmp(choice->valuestring, "auto") && strcmp(choice->valuestring, "none")))
+			return srv_fail(e, 400, "tool_choice",
+					"tool_choice must be \"auto\" or \"none\": \"required\" and named "
+					"functions need constrained decoding, which lynn serve does not do");
+	}
+	if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0) {
+		if (!(r->tools_json = cJSON_PrintUnformatted(tools)))
+			return srv_fail(e, 500, NULL, "out of memory");
+		r->parse.tools_json = r->tools_json;
+	}
+	return 0;
+}
+
+static int encode(struct srv *s, const char *text, size_t len, struct srv_req *r,
+		  struct srv_error *e)
+{
+	struct lynn_err err = { 0 };
+	if (lynn_tok_encode(s->tok, text, len, 0, &r->prompt, &err))
+		return srv_fail(e, 400, "prompt", "cannot tokenize the prompt: %s", err.msg);
+	return 0;
+}
+
+static int parse_chat(struct srv *s, const cJSON *b, const char *body, size_t len,
+		      struct srv_req *r, struct srv_error *e)
+{
+	struct lynn_err err = { 0 };
+	char *prompt = NULL;
+	size_t plen = 0;
+	int rc;
+	if (!s->tmpl)
+		return srv_fail(e, 400, "messages", "the model has no chat template: use /v1/completions");
+	if (check_messages(b, e) || parse_tools(b, r, e) || parse_common(s, b, r, INT32_MAX, e))
+		return -1;
+	if (lynn_chat_render_request(s->tmpl, body, len, -1, &prompt, &plen, &err))
+		return srv_fail(e, 400, "messages", "the chat template failed: %s", err.msg);
+	r->parse.in_think = lynn_chat_prompt_in_think(prompt, plen);
+	rc = encode(s, prompt, plen, r, e);
+	free(prompt);
+	return rc;
+}
+
+static int parse_completion(struct srv *s, const cJSON *b, struct srv_req *r, struct srv_error *e)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(b, "prompt");
+	if (parse_common(s, b, r, 16, e))
+		return -1;
+	if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+		p = cJSON_GetArrayItem(p, 0);
+	if (cJSON_IsString(p))
+		return encode(s, p->valuestring, strlen(p->valuestring), r, e);
+	if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0) { /* token ids */
+		const int n_vocab = lynn_tok_n_vocab(s->tok);
+		const cJSON *it;
+		int i = 0;
+		if (!(r->prompt.ids = malloc((size_t)cJSON_GetArraySize(p) * sizeof *r->prompt.ids)))
+			return srv_fail(e, 500, NULL, "out of memory");
+		cJSON_ArrayForEach(it, p) {
+			if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+			    it->valuedouble < 0 || it->valuedouble >= n_vocab)
+				return srv_fail(e, 400, "prompt",
+						"prompt[%d]: a token id list takes integers in [0, %d)", i, n_vocab);
+			r->prompt.ids[r->prompt.n++] = (int32_t)it->valuedouble;
+			i++;
+		}
+		r->prompt.cap = r->prompt.n;
+		return 0;
+	}
+	return srv_fail(e, 400, "prompt", "'prompt' must be a string, a list of one string or a list of token ids");
+}
+
+struct srv_req *srv_req_parse(struct srv *s, enum srv_kind kind, const char *body, size_t len,
+			      struct srv_error *e)
+{
+	struct lynn_err err = { 0 };
+	cJSON *b = lynn_json_parse("the request body", body, len, &err);
+	struct srv_req *r = NULL;
+	int rc = -1;
+	if (!b) {
+		srv_fail(e, 400, NULL, "the request body is not valid JSON: %s", err.msg);
+		return NULL;
+	}
+	if (!cJSON_IsObject(b)) {
+		srv_fail(e, 400, NULL, "the request body must be a JSON object");
+		goto out;
+	}
+	if (!(r = calloc(1, sizeof *r))) {
+		srv_fail(e, 500, NULL, "out of memory");
+		goto out;
+	}
+	pthread_cond_init(&r->cv, NULL);
+	r->kind = kind;
+	r->srv = s;
+	r->created = (int64_t)time(NULL);
+	random_id(r->id, sizeof r->id, kind == SRV_CHAT ? "chatcmpl-" : "cmpl-");
+	rc = kind == SRV_CHAT ? parse_chat(s, b, body, len, r, e) : parse_completion(s, b, r, e);
+	if (!rc)
+		rc = fit_context(s, r, e);
+out:
+	cJSON_Delete(b);
+	if (rc) {
+		srv_req_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* ---- responses ---- */
+
+const char *srv_finish_reason(const struct srv_req *r, bool has_tool_calls)
+{
+	if (has_tool_calls)
+		return "tool_calls";
+	return r->res.finish == LYNN_GEN_LENGTH ? "length" : "stop";
+}
+
+static cJSON *response_new(struct srv *s, const struct srv_req *r, const char *object)
+{
+	cJSON *o = cJSON_CreateObject();
+	char fp[64];
+	cJSON_AddStringToObject(o, "id", r->id);
+	cJSON_AddStringToObject(o, "object", object);
+	cJSON_AddNumberToObject(o, "created", (double)r->created);
+	cJSON_AddStringToObject(o, "model", s->model_name);
+	snprintf(fp, sizeof fp, "lynn-%s-%s", LYNN_VERSION, lynn_git_hash());
+	cJSON_AddStringToObject(o, "system_fingerprint", fp);
+	return o;
+}
+
+cJSON *srv_chunk_new(struct srv *s, const struct srv_req *r)
+{
+	return response_new(s, r, r->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
+}
+
+cJSON *srv_usage(const struct srv_req *r)
+{
+	cJSON *u = cJSON_CreateObject();
+	cJSON_AddNumberToObject(u, "prompt_tokens", (double)r->prompt.n);
+	cJSON_AddNumberToObject(u, "completion_tokens", (double)r->res.ids.n);
+	cJSON_AddNumberToObject(u, "total_tokens", (double)(r->prompt.n + r->res.ids.n));
+	return u;
+}
+
+static char *finish_json(cJSON *o)
+{
+	char *s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}
+
+char *srv_chat_response(struct srv *s, struct srv_req *r)
+{
+	struct lynn_chat_msg msg = { 0 };
+	struct lynn_err err = { 0 };
+	cJSON *o, *ch, *c, *m;
+	if (lynn_chat_parse(r->res.text.data ? r->res.text.data : "", r->res.text.len, &r->parse, &msg,
+			    &err))
+		return NULL;
+	o = response_new(s, r, "chat.completion");
+	ch = cJSON_AddArrayToObject(o, "choices");
+	c = cJSON_CreateObject();
+	cJSON_AddItemToArray(ch, c);
+	cJSON_AddNumberToObject(c, "index", 0);
+	m = cJSON_AddObjectToObject(c, "message");
+	cJSON_AddStringToObject(m, "role", "assistant");
+	cJSON_AddStringToObject(m, "content", msg.content ? msg.content : "");
+	if (msg.reasoning_content && msg.reasoning_content[0])
+		cJSON_AddStringToObject(m, "reasoning_content", msg.reasoning_content);
+	if (msg.n_tool_calls) {
+		cJSON *tc = cJSON_AddArrayToObject(m, "tool_calls");
+		for (size_t i = 0; i < msg.n_tool_calls; i++) {
+			cJSON *t = cJSON_CreateObject(), *f;
+			char id[40];
+			random_id(id, sizeof id, "call_");
+			cJSON_AddStringToObject(t, "id", id);
+			cJSON_AddStringToObject(t, "type", "function");
+			f = cJSON_AddObjectToObject(t, "function");
+			cJSON_AddStringToObject(f, "name", msg.tool_calls[i].name);
+			cJSON_AddStringToObject(f, "arguments", msg.tool_calls[i].arguments);
+			cJSON_AddItemToArray(tc, t);
+		}
+	}
+	cJSON_AddNullToObject(c, "logprobs");
+	cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(r, msg.n_tool_calls > 0));
+	cJSON_AddItemToObject(o, "usage", srv_usage(r));
+	lynn_chat_msg_release(&msg);
+	return finish_json(o);
+}
+
+char *srv_completion_response(struct srv *s, struct srv_req *r)
+{
+	cJSON *o = response_new(s, r, "text_completion"), *ch = cJSON_AddArrayToObject(o, "choices");
+	cJSON *c = cJSON_CreateObject();
+	cJSON_AddItemToArray(ch, c);
+	cJSON_AddNumberToObject(c, "index", 0);
+	char *t = strndup(r->res.text.data ? r->res.text.data : "", r->res.text.len);
+	cJSON_AddStringToObject(c, "text", t ? t : "");
+	free(t);
+	cJSON_AddNullToObject(c, "logprobs");
+	cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(r, false));
+	cJSON_AddItemToObject(o, "usage", srv_usage(r));
+	return finish_json(o);
+}

@@ -1,0 +1,246 @@
+/* sched.c - continuous batching for `lynn serve`: a bounded FIFO of
+ * requests and one thread that keeps up to `parallel` of them running.
+ * Each turn it admits queued requests into free slots, drops cancelled
+ * ones (their decode state is freed at once), and runs one
+ * lynn_engine_step over all running requests: every decoding request
+ * advances one token and the newest prompts advance by up to max_prefill
+ * tokens, all in one forward pass. Generated text goes to the request's
+ * pending buffer, where its connection thread picks it up. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lynn/log.h"
+#include "lynn/util.h"
+#include "serve_internal.h"
+
+static void unref(struct srv_req *r)
+{
+	if (--r->refs == 0)
+		srv_req_free(r);
+}
+
+/* Generated text -> the request's pending buffer (scheduler thread, during
+ * the step; srv.mu is not held by the step). */
+static void on_text(void *ud, const char *text, size_t len)
+{
+	struct srv_req *r = ud;
+	pthread_mutex_lock(&r->srv->mu);
+	if (lynn_buf_append(&r->pending, text, len) == 0)
+		pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->srv->mu);
+}
+
+int srv_submit(struct srv *s, struct srv_req *r, struct srv_error *e)
+{
+	int rc = 0;
+	pthread_mutex_lock(&s->mu);
+	if (s->draining || s->stopping)
+		rc = srv_fail(e, 503, NULL, "the server is shutting down");
+	else if (s->n_queued >= s->o.max_queue &&
+		 !(s->n_queued == 0 && s->n_running < s->o.parallel))
+		rc = srv_fail(e, 503, NULL, "the server is busy: %d requests running and %d queued",
+			      s->n_running, s->n_queued);
+	if (rc) {
+		s->m.requests_rejected++;
+		pthread_mutex_unlock(&s->mu);
+		return rc;
+	}
+	r->refs = 2; /* the connection's and the scheduler's */
+	r->state = SRV_QUEUED;
+	r->gopts.on_text = on_text;
+	r->gopts.ud = r;
+	r->next = NULL;
+	if (s->queue_tail)
+		s->queue_tail->next = r;
+	else
+		s->queue_head = r;
+	s->queue_tail = r;
+	s->n_queued++;
+	pthread_cond_signal(&s->work);
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+void srv_release(struct srv *s, struct srv_req *r)
+{
+	pthread_mutex_lock(&s->mu);
+	if (r->state == SRV_QUEUED || r->state == SRV_RUNNING) {
+		r->cancelled = true;
+		pthread_cond_signal(&s->work);
+	}
+	unref(r);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* End a request (under mu): wake its connection, count it, let go. */
+static void finish(struct srv *s, struct srv_req *r, enum srv_state st)
+{
+	if (r->cancelled)
+		s->m.requests_cancelled++;
+	else if (st == SRV_DONE)
+		s->m.requests_ok++;
+	else
+		s->m.requests_failed++;
+	if (r->gen) {
+		const struct lynn_gen_result *g = lynn_gen_result(r->gen);
+		s->m.prompt_tokens += r->prompt.n - lynn_gen_prompt_left(r->gen);
+		s->m.predicted_tokens += g->ids.n;
+		s->m.prompt_seconds += g->t_prefill_s;
+		s->m.predicted_seconds += g->t_decode_s;
+		if (st == SRV_DONE)
+			lynn_gen_take_result(r->gen, &r->res);
+		lynn_gen_free(r->gen);
+		r->gen = NULL;
+	}
+	r->state = st;
+	pthread_cond_broadcast(&r->cv);
+	unref(r);
+}
+
+static void *run(void *arg)
+{
+	struct srv *s = arg;
+	const int P = s->o.parallel;
+	struct srv_req **slot = calloc((size_t)P, sizeof *slot);
+	struct lynn_gen **gens = calloc((size_t)P, sizeof *gens);
+	struct lynn_err err = { 0 };
+
+	if (!slot || !gens) {
+		lynn_log_error("serve: out of memory starting the scheduler");
+		free(slot);
+		free(gens);
+		return NULL;
+	}
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		int n = 0;
+		/* drop cancelled and admit queued requests */
+		for (int i = 0; i < P; i++)
+			if (slot[i] && (slot[i]->cancelled || s->stopping)) {
+				srv_fail(&slot[i]->err, 503, NULL, "the server is shutting down");
+				finish(s, slot[i], SRV_FAILED);
+				slot[i] = NULL;
+				s->n_running--;
+			}
+		for (int i = 0; i < P && s->queue_head && !s->stopping; i++) {
+			if (slot[i])
+				continue;
+			struct srv_req *r = s->queue_head;
+			s->queue_head = r->next;
+			if (!s->queue_head)
+				s->queue_tail = NULL;
+			s->n_queued--;
+			if (r->cancelled) {
+				finish(s, r, SRV_FAILED);
+				i--;
+				continue;
+			}
+			r->gen = lynn_gen_create(s->e, r->prompt.ids, r->prompt.n, &r->gopts, &err);
+			if (!r->gen) {
+				srv_fail(&r->err, err.code == -LYNN_EINVAL ? 400 : 500, NULL, "%s", err.msg);
+				finish(s, r, SRV_FAILED);
+				i--;
+				continue;
+			}
+			r->state = SRV_RUNNING;
+			slot[i] = r;
+			s->n_running++;
+		}
+		for (int i = 0; i < P; i++)
+			if (slot[i])
+				gens[n++] = slot[i]->gen;
+		if (n == 0) {
+			pthread_cond_broadcast(&s->idle);
+			if (s->stopping)
+				break;
+			pthread_cond_wait(&s->work, &s->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&s->mu);
+		int rc = lynn_engine_step(s->e, gens, (size_t)n, s->o.max_prefill, &err);
+		pthread_mutex_lock(&s->mu);
+		for (int i = 0; i < P; i++) {
+			struct srv_req *r = slot[i];
+			if (!r)
+				continue;
+			if (rc)
+				srv_fail(&r->err, 500, NULL, "generation failed: %s", err.msg);
+			else if (!lynn_gen_finished(r->gen))
+				continue;
+			finish(s, r, rc ? SRV_FAILED : SRV_DONE);
+			slot[i] = NULL;
+			s->n_running--;
+		}
+		if (rc)
+			lynn_log_error("serve: %s", err.msg);
+	}
+	/* stopping: whatever still waits is cancelled */
+	while (s->queue_head) {
+		struct srv_req *r = s->queue_head;
+		s->queue_head = r->next;
+		s->n_queued--;
+		srv_fail(&r->err, 503, NULL, "the server is shutting down");
+		finish(s, r, SRV_FAILED);
+	}
+	s->queue_tail = NULL;
+	pthread_mutex_unlock(&s->mu);
+	free(slot);
+	free(gens);
+	return NULL;
+}
+
+int srv_sched_start(struct srv *s, struct lynn_err *err)
+{
+	if (pthread_create(&s->thread, NULL, run, s))
+		return lynn_errf(err, -LYNN_ENOMEM, "serve: cannot start the scheduler thread");
+	s->thread_started = true;
+	return 0;
+}
+
+void srv_sched_stop(struct srv *s)
+{
+	if (!s->thread_started)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->stopping = true;
+	for (struct srv_req *r = s->queue_head; r; r = r->next)
+		r->cancelled = true;
+	pthread_cond_signal(&s->work);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->thread, NULL);
+	s->thread_started = false;
+}
+
+char *srv_metrics_text(struct srv *s)
+{
+	struct lynn_buf b = { 0 };
+	pthread_mutex_lock(&s->mu);
+	const struct srv_metrics m = s->m;
+	const int running = s->n_running, queued = s->n_queued;
+	pthread_mutex_unlock(&s->mu);
+#define METRIC(name, type, help, fmt, v)                                                       \
+	lynn_buf_printf(&b, "# HELP lynn_" name " " help "\n# TYPE lynn_" name " " type "\nlynn_" name \
+			" " fmt "\n", v)
+	METRIC("prompt_tokens_total", "counter", "Prompt tokens processed.", "%llu",
+	       (unsigned long long)m.prompt_tokens);
+	METRIC("tokens_predicted_total", "counter", "Tokens generated.", "%llu",
+	       (unsigned long long)m.predicted_tokens);
+	METRIC("prompt_seconds_total", "counter", "Seconds from a request's first step to its first token, summed.",
+	       "%.6f", m.prompt_seconds);
+	METRIC("predicted_seconds_total", "counter", "Seconds from a request's first token to its end, summed.",
+	       "%.6f", m.predicted_seconds);
+	METRIC("requests_succeeded_total", "counter", "Requests that ran to the end.", "%llu",
+	       (unsigned long long)m.requests_ok);
+	METRIC("requests_failed_total", "counter", "Requests that failed while running.", "%llu",
+	       (unsigned long long)m.requests_failed);
+	METRIC("requests_cancelled_total", "counter", "Requests whose client went away first.", "%llu",
+	       (unsigned long long)m.requests_cancelled);
+	METRIC("requests_rejected_total", "counter", "Requests refused: queue full or draining.", "%llu",
+	       (unsigned long long)m.requests_rejected);
+	METRIC("requests_processing", "gauge", "Requests being generated.", "%d", running);
+	METRIC("requests_deferred", "gauge", "Requests waiting in the queue.", "%d", queued);
+	METRIC("n_parallel", "gauge", "Requests generated together at most.", "%d", s->o.parallel);
+#undef METRIC
+	return b.data;
+}

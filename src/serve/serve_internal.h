@@ -1,0 +1,132 @@
+/*
+ * serve_internal.h - the parts of `lynn serve` (include/lynn/serve.h):
+ *  - oai.c: OpenAI request bodies -> a request (checked, rendered,
+ *    tokenized), and the response, chunk and error objects;
+ *  - sched.c: the bounded queue and the continuous-batching thread;
+ *  - http.c: libmicrohttpd, routing, authentication, streaming.
+ */
+#ifndef LYNN_SERVE_INTERNAL_H
+#define LYNN_SERVE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "lynn/buf.h"
+#include "lynn/chat.h"
+#include "lynn/engine.h"
+#include "lynn/serve.h"
+#include "lynn/tok.h"
+
+/* An OpenAI error: HTTP status, type and message (and the param at fault). */
+struct srv_error {
+	int status;
+	const char *type;
+	char message[512];
+	const char *param;
+	/* exceed_context_size_error's extra fields (0 = absent) */
+	int64_t n_prompt_tokens, n_ctx;
+};
+/* Set *e and return -1. */
+int srv_fail(struct srv_error *e, int status, const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* {"error":{"message","type","code","param"?}} as heap JSON text. */
+char *srv_error_json(const struct srv_error *e);
+
+enum srv_kind { SRV_CHAT, SRV_COMPLETION };
+
+enum srv_state { SRV_QUEUED, SRV_RUNNING, SRV_DONE, SRV_FAILED };
+
+/* One completion request, shared by its connection thread and the
+ * scheduler; freed when both have let go (refs, under srv.mu). */
+struct srv_req {
+	enum srv_kind kind;
+	char id[40];              /* "chatcmpl-…" / "cmpl-…" */
+	int64_t created;
+	bool stream, include_usage;
+	struct lynn_chat_parse_opts parse;
+	char *tools_json;         /* parse.tools_json's storage (the request's tools) */
+	char **stop;
+	int n_stop;
+	struct lynn_gen_opts gopts;
+	struct lynn_tok_ids prompt;
+
+	/* under srv.mu */
+	enum srv_state state;
+	bool cancelled;           /* the client went away */
+	struct lynn_buf pending;  /* text generated and not yet taken by the connection */
+	struct lynn_gen_result res; /* once SRV_DONE */
+	struct srv_error err;     /* once SRV_FAILED */
+	pthread_cond_t cv;        /* signalled on new text and at the end */
+	int refs;
+	struct srv_req *next;     /* queue link */
+	struct lynn_gen *gen;     /* the scheduler's */
+	struct srv *srv;
+};
+
+struct srv_metrics {
+	uint64_t prompt_tokens, predicted_tokens;
+	double prompt_seconds, predicted_seconds;
+	uint64_t requests_ok, requests_failed, requests_cancelled, requests_rejected;
+};
+
+struct srv {
+	struct lynn_server_opts o;
+	char *host, *model_name, *api_key;
+	struct lynn_engine *e;
+	const struct lynn_tok *tok;
+	const struct lynn_chat_template *tmpl;
+	int64_t started;
+	struct MHD_Daemon *mhd;
+	int port;
+
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t mu;
+	pthread_cond_t work;      /* the scheduler waits here */
+	pthread_cond_t idle;      /* signalled when nothing is queued or running */
+	struct srv_req *queue_head, *queue_tail;
+	int n_queued, n_running;
+	bool draining, stopping;
+	struct srv_metrics m;
+};
+
+/* ---- oai.c ---- */
+/* Parse and check a /v1/chat/completions or /v1/completions body, render
+ * and tokenize its prompt: a new request (refs 0, not queued) or NULL with
+ * *e set (400s naming the field; 404 for another model's name). */
+struct srv_req *srv_req_parse(struct srv *s, enum srv_kind kind, const char *body, size_t len,
+			      struct srv_error *e);
+void srv_req_free(struct srv_req *r);
+/* The finish_reason of a finished request ("tool_calls" when calls were
+ * parsed out of it). */
+const char *srv_finish_reason(const struct srv_req *r, bool has_tool_calls);
+/* Whole responses (heap JSON text). */
+char *srv_chat_response(struct srv *s, struct srv_req *r);
+char *srv_completion_response(struct srv *s, struct srv_req *r);
+/* A chunk object with the request's id, object, created and model; the
+ * caller adds "choices" (and "usage"). */
+cJSON *srv_chunk_new(struct srv *s, const struct srv_req *r);
+/* {"prompt_tokens","completion_tokens","total_tokens"} */
+cJSON *srv_usage(const struct srv_req *r);
+
+/* ---- sched.c ---- */
+int srv_sched_start(struct srv *s, struct lynn_err *err);
+void srv_sched_stop(struct srv *s);
+/* Queue r (taking a reference for the scheduler): 0, or -1 with *e set
+ * (503 when the queue is full or the server is draining). */
+int srv_submit(struct srv *s, struct srv_req *r, struct srv_error *e);
+/* The connection lets go of r (cancelling it if it is still queued or
+ * running). */
+void srv_release(struct srv *s, struct srv_req *r);
+/* Prometheus text of the counters (heap). */
+char *srv_metrics_text(struct srv *s);
+
+/* ---- http.c ---- */
+int srv_http_start(struct srv *s, struct lynn_err *err);
+void srv_http_quiesce(struct srv *s);
+void srv_http_stop(struct srv *s);
+
+#endif
