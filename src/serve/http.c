@@ -21,6 +21,7 @@
 
 #include "lynn/json.h"
 #include "lynn/log.h"
+#include "lynn/utf8.h"
 #include "lynn/util.h"
 #include "serve_internal.h"
 
@@ -318,19 +319,20 @@ static enum MHD_Result completion(struct srv *s, struct MHD_Connection *c, enum 
 		MHD_destroy_response(resp);
 		return ret;
 	}
-	/* not streamed: wait here, watching the client */
+	/* not streamed: wait here, checking every second that the client is still there */
 	pthread_mutex_lock(&s->mu);
 	while (r->state == SRV_QUEUED || r->state == SRV_RUNNING) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 1;
-		if (pthread_cond_timedwait(&r->cv, &s->mu, &until) == ETIMEDOUT) {
-			pthread_mutex_unlock(&s->mu);
-			bool gone = client_gone(c);
-			pthread_mutex_lock(&s->mu);
-			if (gone)
-				break;
-		}
+		while ((r->state == SRV_QUEUED || r->state == SRV_RUNNING) &&
+		       pthread_cond_timedwait(&r->cv, &s->mu, &until) != ETIMEDOUT)
+			;
+		pthread_mutex_unlock(&s->mu);
+		bool gone = client_gone(c);
+		pthread_mutex_lock(&s->mu);
+		if (gone)
+			break;
 	}
 	enum srv_state state = r->state;
 	pthread_mutex_unlock(&s->mu);
@@ -406,12 +408,20 @@ static enum MHD_Result tokenize(struct srv *s, struct MHD_Connection *c, const s
 			cJSON_AddItemToArray(t, cJSON_CreateNumber(ids.ids[i]));
 			continue;
 		}
-		struct lynn_buf piece = { 0 };
+		/* a piece that is not whole UTF-8 (part of a character) is its bytes, as llama-server does */
+		size_t len = 0;
+		const uint8_t *bytes = lynn_tok_token_bytes(s->tok, ids.ids[i], &len);
 		cJSON *p = cJSON_CreateObject();
-		lynn_tok_decode(s->tok, &ids.ids[i], 1, 0, &piece, &err);
 		cJSON_AddNumberToObject(p, "id", ids.ids[i]);
-		cJSON_AddStringToObject(p, "piece", piece.data ? piece.data : "");
-		lynn_buf_release(&piece);
+		if (bytes && lynn_utf8_check(bytes, len) == len && !memchr(bytes, 0, len)) {
+			char *str = strndup((const char *)bytes, len);
+			cJSON_AddStringToObject(p, "piece", str ? str : "");
+			free(str);
+		} else {
+			cJSON *arr = cJSON_AddArrayToObject(p, "piece");
+			for (size_t k = 0; bytes && k < len; k++)
+				cJSON_AddItemToArray(arr, cJSON_CreateNumber(bytes[k]));
+		}
 		cJSON_AddItemToArray(t, p);
 	}
 	lynn_tok_ids_release(&ids);
@@ -574,12 +584,12 @@ int srv_http_start(struct srv *s, struct lynn_err *err)
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	s->mhd = MHD_start_daemon(flags, (uint16_t)s->o.port, NULL, NULL, handle, s,
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 				  MHD_OPTION_NOTIFY_COMPLETED, completed, s,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
 				  MHD_OPTION_CONNECTION_LIMIT,
 				  (unsigned)(s->o.parallel + s->o.max_queue + 64),
-				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				  MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!s->mhd)

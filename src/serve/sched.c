@@ -48,7 +48,7 @@ int srv_submit(struct srv *s, struct srv_req *r, struct srv_error *e)
 	}
 	r->refs = 2; /* the connection's and the scheduler's */
 	r->state = SRV_QUEUED;
-	r->gopts.on_text = on_text;
+	r->gopts.on_text = r->stream ? on_text : NULL; /* whole responses take res.text */
 	r->gopts.ud = r;
 	r->next = NULL;
 	if (s->queue_tail)

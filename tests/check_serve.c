@@ -1,0 +1,771 @@
+/*
+ * check_serve.c - `lynn serve` (SPEC §7). The server runs in-process on the
+ * tiny model (a real libmicrohttpd daemon on a loopback port) and is driven
+ * over HTTP with libcurl and with the real `openai` npm client
+ * (tests/node/serve_openai.mjs). What it must equal is the engine's own
+ * generate (lynn_engine_generate, the path `lynn generate` takes, itself
+ * checked against transformers in check_model.c): greedy results served
+ * one at a time, streamed, and batched with other requests are the same
+ * text. Also: stop strings, the error table, the bounded queue,
+ * cancellation on disconnect, the small endpoints, the API key, and the
+ * binary's SIGTERM drain.
+ */
+#include <check.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lynn/buf.h"
+#include "lynn/chat.h"
+#include "lynn/engine.h"
+#include "lynn/json.h"
+#include "lynn/serve.h"
+#include "serve/serve_internal.h"
+#include "testutil.h"
+
+#define TINY FIXTURES "/qwen35moe-tiny"
+#define KEY "test-key-QwErTy"
+
+/* ===== a server on the tiny model ===== */
+
+static struct lynn_engine *eng;
+static struct lynn_server *srv;
+static int port;
+
+static void start(int parallel, int max_queue, int ctx, const char *key, bool metrics)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_engine_opts eo = { .n_threads = 2 };
+	struct lynn_server_opts so = { .host = "127.0.0.1", .port = 0, .model_name = "tiny",
+				       .parallel = parallel, .max_queue = max_queue, .ctx_size = ctx,
+				       .max_prefill = 7, .api_key = key, .metrics = metrics };
+	eng = lynn_engine_open(TINY, &eo, &err);
+	ck_assert_msg(eng, "%s", err.msg);
+	srv = lynn_server_start(eng, &so, &err);
+	ck_assert_msg(srv, "%s", err.msg);
+	port = lynn_server_port(srv);
+	ck_assert_int_gt(port, 0);
+}
+
+static void stop(void)
+{
+	lynn_server_stop(srv);
+	lynn_engine_close(eng);
+	srv = NULL;
+	eng = NULL;
+}
+
+struct http {
+	long status;
+	struct lynn_buf body;
+};
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+{
+	return lynn_buf_append(ud, p, sz * n) ? 0 : sz * n;
+}
+
+/* method GET when body is NULL; auth NULL = no Authorization header;
+ * timeout_ms > 0 ends the transfer early (a client that goes away). */
+static struct http call(const char *path, const char *body, const char *auth, long timeout_ms)
+{
+	struct http h = { 0 };
+	char url[256], hdr[128];
+	struct curl_slist *hs = NULL;
+	CURL *c = curl_easy_init();
+	snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &h.body);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	hs = curl_slist_append(hs, "Content-Type: application/json");
+	if (auth) {
+		snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
+		hs = curl_slist_append(hs, hdr);
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 120000L);
+	CURLcode rc = curl_easy_perform(c);
+	ck_assert_msg(rc == CURLE_OK || (timeout_ms > 0 && rc == CURLE_OPERATION_TIMEDOUT), "%s: %s",
+		      path, curl_easy_strerror(rc));
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &h.status);
+	curl_slist_free_all(hs);
+	curl_easy_cleanup(c);
+	if (!h.body.data)
+		lynn_buf_puts(&h.body, "");
+	return h;
+}
+
+static cJSON *ok_json(struct http *h)
+{
+	cJSON *j = cJSON_Parse(h->body.data);
+	ck_assert_msg(h->status == 200 && j, "status %ld: %s", h->status, h->body.data);
+	return j;
+}
+
+static const char *str_at(const cJSON *o, const char *path)
+{
+	/* "a.b.0.c": object keys and array indexes */
+	char buf[128], *save = NULL;
+	snprintf(buf, sizeof buf, "%s", path);
+	for (char *k = strtok_r(buf, ".", &save); k && o; k = strtok_r(NULL, ".", &save))
+		o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(o) ? o->valuestring : NULL;
+}
+
+/* What the engine generates, greedily, from `prompt` as raw text. */
+static char *engine_text(const char *prompt, int max_tokens, const char *stop)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_tok_ids ids = { 0 };
+	struct lynn_gen_result r = { 0 };
+	struct lynn_gen_opts go = { .max_tokens = max_tokens };
+	const char *stops[1] = { stop };
+	lynn_sample_params_init(&go.sample);
+	go.stop = stops;
+	go.n_stop = stop ? 1 : 0;
+	ck_assert_int_eq(lynn_engine_encode_text(eng, prompt, &ids, &err), 0);
+	ck_assert_int_eq(lynn_engine_generate(eng, ids.ids, ids.n, &go, &r, &err), 0);
+	char *t = strndup(r.text.data ? r.text.data : "", r.text.len);
+	lynn_tok_ids_release(&ids);
+	lynn_gen_result_release(&r);
+	return t;
+}
+
+static char *completion_body(const char *prompt, int max_tokens, const char *extra)
+{
+	cJSON *b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "prompt", prompt);
+	cJSON_AddNumberToObject(b, "max_tokens", max_tokens);
+	cJSON_AddNumberToObject(b, "temperature", 0);
+	char *s = cJSON_PrintUnformatted(b), *out;
+	cJSON_Delete(b);
+	if (!extra)
+		return s;
+	s[strlen(s) - 1] = 0;
+	ck_assert_int_gt(asprintf(&out, "%s,%s}", s, extra), 0);
+	free(s);
+	return out;
+}
+
+/* The text of a streamed completion (its "text" or "content" deltas), with
+ * the stream's framing checked. */
+static char *stream_text(const char *sse, const char **finish_out)
+{
+	struct lynn_buf t = { 0 };
+	int finishes = 0, done = 0;
+	static char finish[32];
+	const char *p = sse;
+	lynn_buf_puts(&t, "");
+	while ((p = strstr(p, "data: "))) {
+		const char *e = strstr(p, "\n\n");
+		ck_assert_ptr_nonnull(e);
+		ck_assert_int_eq(done, 0); /* nothing after [DONE] */
+		if (!strncmp(p + 6, "[DONE]", 6)) {
+			done = 1;
+			p = e;
+			continue;
+		}
+		cJSON *j = cJSON_ParseWithLength(p + 6, (size_t)(e - p - 6));
+		ck_assert_ptr_nonnull(j);
+		const char *s = str_at(j, "choices.0.text");
+		if (!s)
+			s = str_at(j, "choices.0.delta.content");
+		if (s)
+			lynn_buf_puts(&t, s);
+		if ((s = str_at(j, "choices.0.finish_reason"))) {
+			finishes++;
+			snprintf(finish, sizeof finish, "%s", s);
+		}
+		cJSON_Delete(j);
+		p = e;
+	}
+	ck_assert_int_eq(done, 1);
+	ck_assert_int_eq(finishes, 1);
+	if (finish_out)
+		*finish_out = finish;
+	return t.data;
+}
+
+/* One request on its own thread. */
+struct job {
+	pthread_t th;
+	const char *path;
+	char *body;
+	long timeout_ms;
+	struct http h;
+};
+
+static void *job_run(void *p)
+{
+	struct job *j = p;
+	j->h = call(j->path, j->body, NULL, j->timeout_ms);
+	return NULL;
+}
+
+static const char *const prompts[] = {
+	"The sky is", "Once upon a time", "1, 2, 3,", "def main():", "你好，世界", "Dear team,",
+};
+#define N_PROMPTS (int)(sizeof prompts / sizeof *prompts)
+
+/* Greedy completions served one at a time, streamed, and six at once (four
+ * generated together, two queued; prompts fed 7 tokens a step between the
+ * others' tokens) are all the engine's own text. */
+START_TEST(test_served_equals_engine)
+{
+	char *want[N_PROMPTS];
+	start(4, 8, 4096, NULL, true);
+	for (int i = 0; i < N_PROMPTS; i++) {
+		want[i] = engine_text(prompts[i], 24, NULL);
+		char *b = completion_body(prompts[i], 24, NULL);
+		struct http h = call("/v1/completions", b, NULL, 0);
+		cJSON *j = ok_json(&h);
+		ck_assert_str_eq(str_at(j, "choices.0.text"), want[i]);
+		ck_assert_str_eq(str_at(j, "object"), "text_completion");
+		cJSON_Delete(j);
+		lynn_buf_release(&h.body);
+		free(b);
+		/* streamed */
+		b = completion_body(prompts[i], 24, "\"stream\":true");
+		h = call("/v1/completions", b, NULL, 0);
+		ck_assert_int_eq(h.status, 200);
+		char *t = stream_text(h.body.data, NULL);
+		ck_assert_str_eq(t, want[i]);
+		free(t);
+		lynn_buf_release(&h.body);
+		free(b);
+	}
+	/* all at once */
+	struct job jobs[N_PROMPTS] = { 0 };
+	for (int i = 0; i < N_PROMPTS; i++) {
+		jobs[i].path = "/v1/completions";
+		jobs[i].body = completion_body(prompts[i], 24, NULL);
+		ck_assert_int_eq(pthread_create(&jobs[i].th, NULL, job_run, &jobs[i]), 0);
+	}
+	for (int i = 0; i < N_PROMPTS; i++) {
+		pthread_join(jobs[i].th, NULL);
+		cJSON *j = ok_json(&jobs[i].h);
+		ck_assert_msg(!strcmp(str_at(j, "choices.0.text"), want[i]), "prompt %d batched: '%s' vs '%s'", i,
+			      str_at(j, "choices.0.text"), want[i]);
+		cJSON_Delete(j);
+		lynn_buf_release(&jobs[i].h.body);
+		free(jobs[i].body);
+		free(want[i]);
+	}
+	struct http m = call("/metrics", NULL, NULL, 0);
+	ck_assert_int_eq(m.status, 200);
+	ck_assert_ptr_nonnull(strstr(m.body.data, "\nlynn_requests_succeeded_total 18\n"));
+	ck_assert_ptr_nonnull(strstr(m.body.data, "\nlynn_requests_processing 0\n"));
+	lynn_buf_release(&m.body);
+	stop();
+}
+END_TEST
+
+/* A chat completion is the template's prompt generated from and parsed:
+ * /apply-template is lynn_chat_render_request, and the message's content
+ * and reasoning are lynn_chat_parse of the engine's greedy text. */
+START_TEST(test_chat_equals_engine)
+{
+	static const char body[] = "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+				   "{\"role\":\"user\",\"content\":\"Name three colours.\"}],"
+				   "\"max_tokens\":16,\"temperature\":0}";
+	struct lynn_err err = { 0 };
+	char *prompt = NULL;
+	size_t plen = 0;
+	start(2, 4, 4096, NULL, false);
+	ck_assert_int_eq(lynn_chat_render_request(lynn_engine_template(eng), body, sizeof body - 1, -1, &prompt,
+						  &plen, &err), 0);
+	struct http h = call("/apply-template", body, NULL, 0);
+	cJSON *j = ok_json(&h);
+	ck_assert_str_eq(str_at(j, "prompt"), prompt);
+	cJSON_Delete(j);
+	lynn_buf_release(&h.body);
+
+	struct lynn_tok_ids ids = { 0 };
+	struct lynn_gen_result r = { 0 };
+	struct lynn_gen_opts go = { .max_tokens = 16 };
+	struct lynn_chat_parse_opts po = { .in_think = lynn_chat_prompt_in_think(prompt, plen) };
+	struct lynn_chat_msg msg = { 0 };
+	lynn_sample_params_init(&go.sample);
+	ck_assert_int_eq(lynn_tok_encode(lynn_engine_tok(eng), prompt, plen, 0, &ids, &err), 0);
+	ck_assert_int_eq(lynn_engine_generate(eng, ids.ids, ids.n, &go, &r, &err), 0);
+	ck_assert_int_eq(lynn_chat_parse(r.text.data ? r.text.data : "", r.text.len, &po, &msg, &err), 0);
+
+	h = call("/v1/chat/completions", body, NULL, 0);
+	j = ok_json(&h);
+	ck_assert_str_eq(str_at(j, "object"), "chat.completion");
+	ck_assert_str_eq(str_at(j, "choices.0.message.content"), msg.content);
+	const char *rc = str_at(j, "choices.0.message.reasoning_content");
+	ck_assert_str_eq(rc ? rc : "", msg.reasoning_content);
+	ck_assert_str_eq(str_at(j, "choices.0.finish_reason"), r.finish == LYNN_GEN_LENGTH ? "length" : "stop");
+	const cJSON *u = cJSON_GetObjectItem(j, "usage");
+	ck_assert_int_eq((int)tu_num(u, "prompt_tokens"), (int)ids.n);
+	ck_assert_int_eq((int)tu_num(u, "completion_tokens"), (int)r.ids.n);
+	cJSON_Delete(j);
+	lynn_buf_release(&h.body);
+	lynn_chat_msg_release(&msg);
+	lynn_gen_result_release(&r);
+	lynn_tok_ids_release(&ids);
+	free(prompt);
+	stop();
+}
+END_TEST
+
+/* A stop string ends the text where it first occurs (it is not part of
+ * it), streamed or not; a string whose first character occurs but which
+ * itself never does is held back and then released, so nothing is lost. */
+START_TEST(test_stop_strings)
+{
+	start(2, 4, 4096, NULL, false);
+	for (int i = 0; i < N_PROMPTS; i++) {
+		char *want = engine_text(prompts[i], 24, NULL), stop[8], never[16], extra[96];
+		size_t n = strlen(want), k = n / 2;
+		while (k > 0 && (want[k] & 0xC0) == 0x80)
+			k--;
+		size_t len = 1;
+		while (k + len < n && (want[k + len] & 0xC0) == 0x80)
+			len++;
+		if (n < 4 || len >= sizeof stop) {
+			free(want);
+			continue;
+		}
+		memcpy(stop, want + k, len);
+		stop[len] = 0;
+		snprintf(never, sizeof never, "%s\x01\x02", stop);
+		const size_t cut = (size_t)(strstr(want, stop) - want);
+		for (int streamed = 0; streamed < 2; streamed++) {
+			cJSON *sj = cJSON_CreateString(stop);
+			char *js = cJSON_PrintUnformatted(sj);
+			snprintf(extra, sizeof extra, "\"stop\":[%s]%s", js, streamed ? ",\"stream\":true" : "");
+			cJSON_Delete(sj);
+			free(js);
+			char *b = completion_body(prompts[i], 24, extra);
+			struct http h = call("/v1/completions", b, NULL, 0);
+			const char *fin = NULL;
+			char *got;
+			if (streamed) {
+				got = stream_text(h.body.data, &fin);
+			} else {
+				cJSON *j = ok_json(&h);
+				got = strdup(str_at(j, "choices.0.text"));
+				fin = str_at(j, "choices.0.finish_reason");
+				ck_assert_str_eq(fin, "stop");
+				cJSON_Delete(j);
+			}
+			ck_assert_int_eq(strlen(got), cut);
+			ck_assert_int_eq(memcmp(got, want, cut), 0);
+			if (streamed)
+				ck_assert_str_eq(fin, "stop");
+			free(got);
+			free(b);
+			lynn_buf_release(&h.body);
+			/* the never-matching one */
+			sj = cJSON_CreateString(never);
+			js = cJSON_PrintUnformatted(sj);
+			snprintf(extra, sizeof extra, "\"stop\":[%s]%s", js, streamed ? ",\"stream\":true" : "");
+			cJSON_Delete(sj);
+			free(js);
+			b = completion_body(prompts[i], 24, extra);
+			h = call("/v1/completions", b, NULL, 0);
+			if (streamed) {
+				got = stream_text(h.body.data, NULL);
+			} else {
+				cJSON *j = ok_json(&h);
+				got = strdup(str_at(j, "choices.0.text"));
+				cJSON_Delete(j);
+			}
+			ck_assert_str_eq(got, want);
+			free(got);
+			free(b);
+			lynn_buf_release(&h.body);
+		}
+		free(want);
+	}
+	stop();
+}
+END_TEST
+
+/* Bad requests: status, OpenAI error type and the field named. The server
+ * stays up (every case runs against the same one) and never shows its key. */
+static const struct {
+	const char *path, *body, *auth;
+	int status;
+	const char *type, *param;
+} bad[] = {
+	{ "/v1/chat/completions", "{", KEY, 400, "invalid_request_error", NULL },
+	{ "/v1/chat/completions", "[1]", KEY, 400, "invalid_request_error", NULL },
+	{ "/v1/chat/completions", "{}", KEY, 400, "invalid_request_error", "messages" },
+	{ "/v1/chat/completions", "{\"messages\":[]}", KEY, 400, "invalid_request_error", "messages" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", KEY, 400,
+	  "invalid_request_error", "messages" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", KEY,
+	  400, "invalid_request_error", "messages" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}", KEY,
+	  400, "invalid_request_error", "temperature" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":0}", KEY, 400,
+	  "invalid_request_error", "top_p" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", KEY,
+	  400, "invalid_request_error", "max_tokens" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1.5}", KEY,
+	  400, "invalid_request_error", "max_tokens" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", KEY, 400,
+	  "invalid_request_error", "n" },
+	{ "/v1/chat/completions",
+	  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{\"include_usage\":true}}", KEY,
+	  400, "invalid_request_error", "stream_options" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", KEY,
+	  400, "invalid_request_error", "logprobs" },
+	{ "/v1/chat/completions",
+	  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", KEY,
+	  400, "invalid_request_error", "response_format" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
+	  KEY, 400, "invalid_request_error", "tool_choice" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}",
+	  KEY, 400, "invalid_request_error", "tools" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"\"]}", KEY, 400,
+	  "invalid_request_error", "stop" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"gpt-9\"}", KEY,
+	  404, "not_found_error", "model" },
+	{ "/v1/completions", "{\"prompt\":\"" "a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a"
+	  "\"}", KEY, 400, "exceed_context_size_error", NULL },
+	{ "/v1/completions", "{\"prompt\":[1,2,99999999]}", KEY, 400, "invalid_request_error", "prompt" },
+	{ "/v1/completions", "{\"prompt\":7}", KEY, 400, "invalid_request_error", "prompt" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"echo\":true}", KEY, 400, "invalid_request_error", "echo" },
+	{ "/v1/completions", "{\"prompt\":\"x\"}", NULL, 401, "authentication_error", NULL },
+	{ "/v1/completions", "{\"prompt\":\"x\"}", "wrong", 401, "authentication_error", NULL },
+	{ "/v1/models", NULL, "test-key-QwErTyX", 401, "authentication_error", NULL },
+	{ "/tokenize", "{\"content\":5}", KEY, 400, "invalid_request_error", "content" },
+	{ "/detokenize", "{\"tokens\":[-1]}", KEY, 400, "invalid_request_error", "tokens" },
+	{ "/detokenize", "{\"tokens\":[100000000]}", KEY, 400, "invalid_request_error", "tokens" },
+	{ "/v1/nothing", NULL, KEY, 404, "not_found_error", NULL },
+	{ "/v1/embeddings", "{}", KEY, 501, "not_supported_error", NULL },
+	{ "/metrics", NULL, KEY, 501, "not_supported_error", NULL },
+};
+
+START_TEST(test_errors)
+{
+	start(2, 4, 32, KEY, false);
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		struct http h = call(bad[i].path, bad[i].body, bad[i].auth, 0);
+		cJSON *j = cJSON_Parse(h.body.data);
+		ck_assert_msg(h.status == bad[i].status && j, "case %zu: status %ld: %s", i, h.status, h.body.data);
+		ck_assert_msg(!strcmp(str_at(j, "error.type"), bad[i].type), "case %zu: %s", i, h.body.data);
+		ck_assert_int_eq((int)tu_num(cJSON_GetObjectItem(j, "error"), "code"), bad[i].status);
+		ck_assert_ptr_nonnull(str_at(j, "error.message"));
+		const char *param = str_at(j, "error.param");
+		ck_assert_msg(bad[i].param ? param && !strcmp(param, bad[i].param) : !param, "case %zu: %s", i,
+			      h.body.data);
+		ck_assert_msg(!strstr(h.body.data, "QwErTy"), "case %zu shows the key", i);
+		if (!strcmp(bad[i].type, "exceed_context_size_error")) {
+			ck_assert_int_eq((int)tu_num(cJSON_GetObjectItem(j, "error"), "n_ctx"), 32);
+			ck_assert_int_ge((int)tu_num(cJSON_GetObjectItem(j, "error"), "n_prompt_tokens"), 32);
+		}
+		cJSON_Delete(j);
+		lynn_buf_release(&h.body);
+	}
+	/* /health needs no key; the rest does and works with it */
+	struct http h = call("/health", NULL, NULL, 0);
+	cJSON *j = ok_json(&h);
+	ck_assert_str_eq(str_at(j, "status"), "ok");
+	cJSON_Delete(j);
+	lynn_buf_release(&h.body);
+	h = call("/v1/models", NULL, KEY, 0);
+	j = ok_json(&h);
+	ck_assert_str_eq(str_at(j, "data.0.id"), "tiny");
+	cJSON_Delete(j);
+	lynn_buf_release(&h.body);
+	/* a body over 8 MiB */
+	char *big = malloc((9u << 20) + 1);
+	memset(big, ' ', 9u << 20);
+	big[9u << 20] = 0;
+	h = call("/v1/completions", big, KEY, 0);
+	ck_assert_int_eq(h.status, 413);
+	lynn_buf_release(&h.body);
+	free(big);
+	stop();
+}
+END_TEST
+
+static int metric(const char *name)
+{
+	struct http m = call("/metrics", NULL, NULL, 0);
+	char key[96];
+	snprintf(key, sizeof key, "\n%s ", name);
+	const char *p = strstr(m.body.data, key);
+	ck_assert_msg(p, "%s not in %s", name, m.body.data);
+	int v = atoi(p + strlen(key));
+	lynn_buf_release(&m.body);
+	return v;
+}
+
+/* Waits up to 10 s for metric `name` to reach v. */
+static void await_metric(const char *name, int v)
+{
+	for (int t = 0; t < 200 && metric(name) != v; t++)
+		usleep(50000);
+	ck_assert_int_eq(metric(name), v);
+}
+
+/* One slot and no queue: a second request is refused with 503 while the
+ * first runs; a client that goes away (streamed or not) cancels its
+ * request, which frees the slot. */
+START_TEST(test_queue_and_cancel)
+{
+	static const char endless[] = "{\"prompt\":\"The sky is\",\"max_tokens\":900000,\"ignore_eos\":true%s}";
+	char body[160];
+	start(1, 0, 1000000, NULL, true);
+	for (int streamed = 0; streamed < 2; streamed++) {
+		struct job a = { .path = "/v1/completions", .timeout_ms = 1500 };
+		snprintf(body, sizeof body, endless, streamed ? ",\"stream\":true" : "");
+		a.body = body;
+		ck_assert_int_eq(pthread_create(&a.th, NULL, job_run, &a), 0);
+		await_metric("lynn_requests_processing", 1);
+		struct http h = call("/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 0);
+		ck_assert_int_eq(h.status, 503);
+		ck_assert_ptr_nonnull(strstr(h.body.data, "unavailable_error"));
+		lynn_buf_release(&h.body);
+		pthread_join(a.th, NULL);
+		lynn_buf_release(&a.h.body);
+		await_metric("lynn_requests_cancelled_total", streamed + 1);
+		await_metric("lynn_requests_processing", 0);
+	}
+	ck_assert_int_eq(metric("lynn_requests_rejected_total"), 2);
+	/* the slot is free again */
+	struct http h = call("/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 0);
+	cJSON *j = ok_json(&h);
+	cJSON_Delete(j);
+	lynn_buf_release(&h.body);
+	stop();
+}
+END_TEST
+
+/* /tokenize and /detokenize are the tokenizer's encode and decode. */
+START_TEST(test_tokenize_endpoints)
+{
+	static const char text[] = "Hello 世界<|im_end|> tokens!";
+	struct lynn_err err = { 0 };
+	struct lynn_tok_ids ids = { 0 };
+	start(1, 1, 4096, NULL, false);
+	ck_assert_int_eq(lynn_tok_encode(lynn_engine_tok(eng), text, sizeof text - 1, 0, &ids, &err), 0);
+	cJSON *b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "content", text);
+	char *bs = cJSON_PrintUnformatted(b);
+	struct http h = call("/tokenize", bs, NULL, 0);
+	cJSON *j = ok_json(&h), *t = cJSON_GetObjectItem(j, "tokens");
+	ck_assert_int_eq(cJSON_GetArraySize(t), (int)ids.n);
+	for (size_t i = 0; i < ids.n; i++)
+		ck_assert_int_eq(cJSON_GetArrayItem(t, (int)i)->valueint, ids.ids[i]);
+	/* back */
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddItemReferenceToObject(d, "tokens", t);
+	char *ds = cJSON_PrintUnformatted(d);
+	struct http h2 = call("/detokenize", ds, NULL, 0);
+	cJSON *j2 = ok_json(&h2);
+	ck_assert_str_eq(str_at(j2, "content"), text);
+	/* with pieces: they join to the text */
+	cJSON_AddTrueToObject(b, "with_pieces");
+	free(bs);
+	bs = cJSON_PrintUnformatted(b);
+	struct http h3 = call("/tokenize", bs, NULL, 0);
+	cJSON *j3 = ok_json(&h3), *p;
+	struct lynn_buf joined = { 0 };
+	cJSON_ArrayForEach(p, cJSON_GetObjectItem(j3, "tokens")) {
+		const cJSON *piece = cJSON_GetObjectItem(p, "piece"), *byte;
+		if (cJSON_IsString(piece)) {
+			lynn_buf_puts(&joined, piece->valuestring);
+			continue;
+		}
+		ck_assert(cJSON_IsArray(piece)); /* part of a character: its bytes */
+		cJSON_ArrayForEach(byte, piece)
+			lynn_buf_putc(&joined, (char)byte->valueint);
+	}
+	ck_assert_str_eq(joined.data, text);
+	lynn_buf_release(&joined);
+	cJSON_Delete(j3);
+	cJSON_Delete(j2);
+	cJSON_Delete(d);
+	cJSON_Delete(j);
+	cJSON_Delete(b);
+	free(bs);
+	free(ds);
+	lynn_buf_release(&h.body);
+	lynn_buf_release(&h2.body);
+	lynn_buf_release(&h3.body);
+	lynn_tok_ids_release(&ids);
+	stop();
+}
+END_TEST
+
+/* The response object of a generated text with reasoning and a Qwen3.5
+ * XML tool call (the random tiny model does not write one): content,
+ * reasoning_content, tool_calls with the arguments typed by the tool's
+ * schema, finish_reason tool_calls. */
+START_TEST(test_tool_call_response)
+{
+	static const char tools[] = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+				    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+				    "\"days\":{\"type\":\"integer\"}}}}}]";
+	static const char text[] = "Let me check.\n</think>\n\nSure.\n<tool_call>\n<function=get_weather>\n"
+				   "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+				   "</function>\n</tool_call>";
+	struct srv s = { .model_name = "tiny" };
+	struct srv_req *r = calloc(1, sizeof *r);
+	r->kind = SRV_CHAT;
+	snprintf(r->id, sizeof r->id, "chatcmpl-test");
+	r->tools_json = strdup(tools);
+	r->parse.tools_json = r->tools_json;
+	r->parse.in_think = true;
+	r->prompt.n = 10;
+	lynn_buf_puts(&r->res.text, text);
+	r->res.finish = LYNN_GEN_EOS;
+	pthread_cond_init(&r->cv, NULL);
+	char *js = srv_chat_response(&s, r);
+	cJSON *j = cJSON_Parse(js);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_str_eq(str_at(j, "choices.0.message.content"), "Sure.");
+	ck_assert_str_eq(str_at(j, "choices.0.message.reasoning_content"), "Let me check.");
+	ck_assert_str_eq(str_at(j, "choices.0.message.tool_calls.0.type"), "function");
+	ck_assert_str_eq(str_at(j, "choices.0.message.tool_calls.0.function.name"), "get_weather");
+	cJSON *args = cJSON_Parse(str_at(j, "choices.0.message.tool_calls.0.function.arguments"));
+	ck_assert_str_eq(cJSON_GetObjectItem(args, "city")->valuestring, "Paris");
+	ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(args, "days")));
+	ck_assert_int_eq(cJSON_GetObjectItem(args, "days")->valueint, 3);
+	ck_assert_str_eq(str_at(j, "choices.0.finish_reason"), "tool_calls");
+	cJSON_Delete(args);
+	cJSON_Delete(j);
+	free(js);
+	srv_req_free(r);
+}
+END_TEST
+
+/* The real openai client (npm, tests/node/serve_openai.mjs) against the
+ * server: its checks pass, and the text it got is the engine's. */
+START_TEST(test_openai_client)
+{
+	char cmd[512];
+	start(2, 4, 4096, KEY, false);
+	char *want = engine_text("The sky is", 6, NULL);
+	snprintf(cmd, sizeof cmd, "cd tests/node && node serve_openai.mjs http://127.0.0.1:%d/v1 '%s' tiny", port, KEY);
+	struct tu_run r = tu_sh(cmd, NULL);
+	ck_assert_msg(r.status == 0, "serve_openai.mjs: exit %d\n%s\n%s", r.status, r.out, r.err);
+	cJSON *j = cJSON_Parse(r.out);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_str_eq(str_at(j, "completion"), want);
+	ck_assert(!strstr(r.out, "QwErTy") && !strstr(r.err, "QwErTy"));
+	cJSON_Delete(j);
+	tu_run_free(&r);
+	free(want);
+	stop();
+}
+END_TEST
+
+/* The binary: SIGTERM while a request streams lets it finish ([DONE], all
+ * its tokens), then the process exits 0 and the port is closed. */
+START_TEST(test_sigterm_drain)
+{
+	const char *bin = getenv("LYNN_BIN") ? getenv("LYNN_BIN") : "./lynn";
+	char *dir = tu_mkdtemp(), errpath[512];
+	snprintf(errpath, sizeof errpath, "%s/serve.err", dir);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		freopen(errpath, "w", stderr);
+		execl(bin, bin, "serve", "--model", TINY, "--port", "0", "--threads", "1", (char *)NULL);
+		_exit(127);
+	}
+	port = 0;
+	for (int t = 0; t < 300 && !port; t++) {
+		char *e = tu_read(errpath, NULL);
+		const char *p = e ? strstr(e, "listening on http://127.0.0.1:") : NULL;
+		if (p)
+			port = atoi(p + strlen("listening on http://127.0.0.1:"));
+		free(e);
+		if (!port)
+			usleep(50000);
+	}
+	ck_assert_int_gt(port, 0);
+	struct job a = { .path = "/v1/completions",
+			 .body = "{\"prompt\":\"The sky is\",\"max_tokens\":400,\"ignore_eos\":true,\"stream\":true,"
+				 "\"stream_options\":{\"include_usage\":true}}" };
+	ck_assert_int_eq(pthread_create(&a.th, NULL, job_run, &a), 0);
+	usleep(200000);
+	kill(pid, SIGTERM);
+	pthread_join(a.th, NULL);
+	int st = 0;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	ck_assert_int_eq(a.h.status, 200);
+	const char *fin = NULL;
+	char *t = stream_text(a.h.body.data, &fin);
+	ck_assert_str_eq(fin, "length");
+	ck_assert_ptr_nonnull(strstr(a.h.body.data, "\"completion_tokens\":400"));
+	free(t);
+	lynn_buf_release(&a.h.body);
+	char *e = tu_read(errpath, NULL);
+	ck_assert_msg(strstr(e, "draining") && strstr(e, "stopped"), "%s", e);
+	free(e);
+	/* nothing listens any more */
+	CURL *c = curl_easy_init();
+	char url[64];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/health", port);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	ck_assert_int_eq(curl_easy_perform(c), CURLE_COULDNT_CONNECT);
+	curl_easy_cleanup(c);
+	tu_sh("true", NULL);
+	free(dir);
+}
+END_TEST
+
+/* Bad command lines: exit 2 with the option named. */
+START_TEST(test_cli)
+{
+	static const struct {
+		const char *args, *msg;
+	} cases[] = {
+		{ "serve", "--model is required" },
+		{ "serve --model " TINY " --port 70000", "--port" },
+		{ "serve --model " TINY " --parallel 0", "--parallel" },
+		{ "serve --model " TINY " --ctx-size 1", "--ctx-size" },
+		{ "serve --model " TINY " --device cuda", "cpu" },
+		{ "serve --model " TINY " --host not-an-address --port 0", "--host" },
+		{ "serve --model /nonexistent/model --port 0", "/nonexistent/model" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		struct tu_run r = tu_lynn(cases[i].args, NULL, NULL);
+		ck_assert_msg(r.status == 2 && strstr(r.err, cases[i].msg), "case %zu: exit %d: %s", i, r.status,
+			      r.err);
+		tu_run_free(&r);
+	}
+}
+END_TEST
+
+Suite *serve_suite(void)
+{
+	Suite *s = suite_create("serve");
+	TCase *u = tcase_create("unit"), *h = tcase_create("http");
+	tcase_add_test(u, test_tool_call_response);
+	tcase_add_test(u, test_cli);
+	tcase_add_test(h, test_served_equals_engine);
+	tcase_add_test(h, test_chat_equals_engine);
+	tcase_add_test(h, test_stop_strings);
+	tcase_add_test(h, test_errors);
+	tcase_add_test(h, test_queue_and_cancel);
+	tcase_add_test(h, test_tokenize_endpoints);
+	tcase_add_test(h, test_openai_client);
+	tcase_add_test(h, test_sigterm_drain);
+	tcase_set_timeout(h, 240);
+	tcase_set_timeout(u, 60);
+	suite_add_tcase(s, u);
+	suite_add_tcase(s, h);
+	return s;
+}
