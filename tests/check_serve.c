@@ -23,8 +23,10 @@
 #include "lynn/buf.h"
 #include "lynn/chat.h"
 #include "lynn/engine.h"
+#include "lynn/fs.h"
 #include "lynn/json.h"
 #include "lynn/serve.h"
+#include "lynn/util.h"
 #include "serve/serve_internal.h"
 #include "testutil.h"
 
@@ -605,44 +607,141 @@ START_TEST(test_tokenize_endpoints)
 }
 END_TEST
 
-/* The response object of a generated text with reasoning and a Qwen3.5
- * XML tool call (the random tiny model does not write one): content,
- * reasoning_content, tool_calls with the arguments typed by the tool's
- * schema, finish_reason tool_calls. */
-START_TEST(test_tool_call_response)
+/* A generated text with reasoning and a Qwen3.5 XML tool call (the random
+ * tiny model does not write one), as a finished chat request. */
+static const char tc_tools[] = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+			       "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+			       "\"days\":{\"type\":\"integer\"}}}}}]";
+static const char tc_text[] = "Let me check.\n</think>\n\nSure.\n<tool_call>\n<function=get_weather>\n"
+			      "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+			      "</function>\n</tool_call>";
+
+static struct srv_req *tool_call_req(void)
 {
-	static const char tools[] = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
-				    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
-				    "\"days\":{\"type\":\"integer\"}}}}}]";
-	static const char text[] = "Let me check.\n</think>\n\nSure.\n<tool_call>\n<function=get_weather>\n"
-				   "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
-				   "</function>\n</tool_call>";
-	struct srv s = { .model_name = "tiny" };
 	struct srv_req *r = calloc(1, sizeof *r);
 	r->kind = SRV_CHAT;
 	snprintf(r->id, sizeof r->id, "chatcmpl-test");
-	r->tools_json = strdup(tools);
+	r->tools_json = strdup(tc_tools);
 	r->parse.tools_json = r->tools_json;
 	r->parse.in_think = true;
 	r->prompt.n = 10;
-	lynn_buf_puts(&r->res.text, text);
+	r->include_usage = true;
+	lynn_buf_puts(&r->res.text, tc_text);
 	r->res.finish = LYNN_GEN_EOS;
 	pthread_cond_init(&r->cv, NULL);
+	return r;
+}
+
+static void check_weather_call(const char *name, const char *arguments)
+{
+	ck_assert_str_eq(name, "get_weather");
+	cJSON *args = cJSON_Parse(arguments);
+	ck_assert_str_eq(cJSON_GetObjectItem(args, "city")->valuestring, "Paris");
+	ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(args, "days")));
+	ck_assert_int_eq(cJSON_GetObjectItem(args, "days")->valueint, 3);
+	cJSON_Delete(args);
+}
+
+/* The whole response: content, reasoning_content, tool_calls with the
+ * arguments typed by the tool's schema, finish_reason tool_calls. */
+START_TEST(test_tool_call_response)
+{
+	struct srv s = { .model_name = "tiny" };
+	struct srv_req *r = tool_call_req();
 	char *js = srv_chat_response(&s, r);
 	cJSON *j = cJSON_Parse(js);
 	ck_assert_ptr_nonnull(j);
 	ck_assert_str_eq(str_at(j, "choices.0.message.content"), "Sure.");
 	ck_assert_str_eq(str_at(j, "choices.0.message.reasoning_content"), "Let me check.");
 	ck_assert_str_eq(str_at(j, "choices.0.message.tool_calls.0.type"), "function");
-	ck_assert_str_eq(str_at(j, "choices.0.message.tool_calls.0.function.name"), "get_weather");
-	cJSON *args = cJSON_Parse(str_at(j, "choices.0.message.tool_calls.0.function.arguments"));
-	ck_assert_str_eq(cJSON_GetObjectItem(args, "city")->valuestring, "Paris");
-	ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(args, "days")));
-	ck_assert_int_eq(cJSON_GetObjectItem(args, "days")->valueint, 3);
+	check_weather_call(str_at(j, "choices.0.message.tool_calls.0.function.name"),
+			   str_at(j, "choices.0.message.tool_calls.0.function.arguments"));
 	ck_assert_str_eq(str_at(j, "choices.0.finish_reason"), "tool_calls");
-	cJSON_Delete(args);
 	cJSON_Delete(j);
 	free(js);
+	srv_req_free(r);
+}
+END_TEST
+
+/* The same text streamed in pieces of 1..7 bytes: the role chunk first,
+ * the reasoning and content deltas join to the whole response's, the call
+ * comes whole in one tool_calls delta, one finish_reason (tool_calls), the
+ * usage chunk, [DONE]; a failed request ends with the error object and
+ * [DONE] instead. */
+START_TEST(test_tool_call_stream)
+{
+	struct srv s = { .model_name = "tiny" };
+	for (size_t piece = 1; piece <= 7; piece++) {
+		struct srv_req *r = tool_call_req();
+		struct srv_events ev;
+		struct lynn_err err = { 0 };
+		ck_assert_int_eq(srv_events_init(&ev, &s, r, &err), 0);
+		for (size_t i = 0; i < sizeof tc_text - 1; i += piece)
+			srv_events_text(&ev, tc_text + i, LYNN_MIN(piece, sizeof tc_text - 1 - i));
+		r->state = SRV_DONE;
+		srv_events_end(&ev);
+		struct lynn_buf reason = { 0 }, content = { 0 };
+		int n = 0, calls = 0, finishes = 0, usage = 0;
+		lynn_buf_puts(&reason, "");
+		lynn_buf_puts(&content, "");
+		for (const char *p = ev.out.data; (p = strstr(p, "data: ")); n++) {
+			const char *e = strstr(p, "\n\n");
+			if (!strncmp(p + 6, "[DONE]", 6)) {
+				ck_assert_str_eq(e + 2, "");
+				break;
+			}
+			cJSON *j = cJSON_ParseWithLength(p + 6, (size_t)(e - p - 6));
+			ck_assert_ptr_nonnull(j);
+			ck_assert_str_eq(str_at(j, "id"), "chatcmpl-test");
+			if (n == 0)
+				ck_assert_str_eq(str_at(j, "choices.0.delta.role"), "assistant");
+			else
+				ck_assert_ptr_null(str_at(j, "choices.0.delta.role"));
+			const char *t;
+			if ((t = str_at(j, "choices.0.delta.reasoning_content")))
+				lynn_buf_puts(&reason, t);
+			if ((t = str_at(j, "choices.0.delta.content")))
+				lynn_buf_puts(&content, t);
+			if ((t = str_at(j, "choices.0.delta.tool_calls.0.function.name"))) {
+				check_weather_call(t, str_at(j, "choices.0.delta.tool_calls.0.function.arguments"));
+				calls++;
+			}
+			if ((t = str_at(j, "choices.0.finish_reason"))) {
+				ck_assert_str_eq(t, "tool_calls");
+				finishes++;
+			}
+			if (cJSON_GetObjectItem(j, "usage")) {
+				ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "choices")), 0);
+				usage++;
+			}
+			cJSON_Delete(j);
+			p = e;
+		}
+		ck_assert_str_eq(reason.data, "Let me check.");
+		ck_assert_str_eq(content.data, "Sure.");
+		ck_assert_int_eq(calls, 1);
+		ck_assert_int_eq(finishes, 1);
+		ck_assert_int_eq(usage, 1);
+		lynn_buf_release(&reason);
+		lynn_buf_release(&content);
+		srv_events_release(&ev);
+		srv_req_free(r);
+	}
+	/* failed */
+	struct srv_req *r = tool_call_req();
+	struct srv_events ev;
+	struct lynn_err err = { 0 };
+	ck_assert_int_eq(srv_events_init(&ev, &s, r, &err), 0);
+	srv_events_text(&ev, "Let me", 6);
+	srv_fail(&r->err, 500, NULL, "generation failed: boom");
+	r->state = SRV_FAILED;
+	srv_events_end(&ev);
+	const char *e = strstr(ev.out.data, "data: {\"error\":");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_nonnull(strstr(e, "boom"));
+	ck_assert(lynn_str_ends_with(ev.out.data, "\n\ndata: [DONE]\n\n"));
+	ck_assert_ptr_null(strstr(ev.out.data, "finish_reason\":\""));
+	srv_events_release(&ev);
 	srv_req_free(r);
 }
 END_TEST
@@ -721,7 +820,7 @@ START_TEST(test_sigterm_drain)
 	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
 	ck_assert_int_eq(curl_easy_perform(c), CURLE_COULDNT_CONNECT);
 	curl_easy_cleanup(c);
-	tu_sh("true", NULL);
+	lynn_rm_rf(dir);
 	free(dir);
 }
 END_TEST
@@ -754,6 +853,7 @@ Suite *serve_suite(void)
 	Suite *s = suite_create("serve");
 	TCase *u = tcase_create("unit"), *h = tcase_create("http");
 	tcase_add_test(u, test_tool_call_response);
+	tcase_add_test(u, test_tool_call_stream);
 	tcase_add_test(u, test_cli);
 	tcase_add_test(h, test_served_equals_engine);
 	tcase_add_test(h, test_chat_equals_engine);

@@ -41,8 +41,9 @@ struct lynn_server *lynn_server_start(struct lynn_engine *e, const struct lynn_s
 int lynn_server_port(const struct lynn_server *s);
 /* Graceful drain: stop accepting connections, answer new requests on open
  * ones with 503, and return once every queued and running request has
- * finished (or after timeout_s > 0 seconds; then the rest are cancelled).
- * Returns the number of requests cancelled. */
+ * finished and its response has been sent (or after timeout_s > 0 seconds;
+ * lynn_server_stop then cancels the rest). Returns the number of requests
+ * not finished. */
 int lynn_server_drain(struct lynn_server *s, double timeout_s);
 /* Stop (cancelling whatever runs) and free. */
 void lynn_server_stop(struct lynn_server *s);

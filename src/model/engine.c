@@ -308,7 +308,7 @@ static void gen_emit(struct lynn_gen *g, bool end)
 {
 	struct lynn_buf *t = &g->r.text;
 	size_t upto = t->len;
-	if (g->opts.n_stop) {
+	if (g->opts.n_stop && t->len) {
 		size_t from = g->emitted > g->stop_max ? g->emitted - g->stop_max : 0;
 		size_t hit = SIZE_MAX;
 		for (int i = 0; i < g->opts.n_stop; i++) {

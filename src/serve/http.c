@@ -102,142 +102,30 @@ static bool client_gone(struct MHD_Connection *c)
 /* ===== streaming ===== */
 
 struct stream {
-	struct srv *s;
-	struct srv_req *r;
-	struct lynn_chat_stream *cs;
-	struct lynn_buf out, text;
+	struct srv_events ev;
 	size_t off;
-	int n_calls;
-	bool started, ended;
+	bool ended;
 };
-
-static void sse(struct stream *st, cJSON *o)
-{
-	char *j = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	if (j)
-		lynn_buf_printf(&st->out, "data: %s\n\n", j);
-	free(j);
-}
-
-/* A chunk with one choice whose delta (chat) or text (completions) is set
- * by the caller; finish_reason null unless given. */
-static cJSON *chunk(struct stream *st, cJSON **delta, const char *finish)
-{
-	cJSON *o = srv_chunk_new(st->s, st->r), *ch = cJSON_AddArrayToObject(o, "choices");
-	cJSON *c = cJSON_CreateObject();
-	cJSON_AddItemToArray(ch, c);
-	cJSON_AddNumberToObject(c, "index", 0);
-	if (st->r->kind == SRV_CHAT)
-		*delta = cJSON_AddObjectToObject(c, "delta");
-	else
-		*delta = c;
-	cJSON_AddNullToObject(c, "logprobs");
-	if (finish)
-		cJSON_AddStringToObject(c, "finish_reason", finish);
-	else
-		cJSON_AddNullToObject(c, "finish_reason");
-	return o;
-}
-
-static void emit_delta(struct stream *st, const struct lynn_chat_msg *d)
-{
-	cJSON *delta, *o;
-	if (d->reasoning_content && d->reasoning_content[0]) {
-		o = chunk(st, &delta, NULL);
-		cJSON_AddStringToObject(delta, "reasoning_content", d->reasoning_content);
-		sse(st, o);
-	}
-	if (d->content && d->content[0]) {
-		o = chunk(st, &delta, NULL);
-		cJSON_AddStringToObject(delta, "content", d->content);
-		sse(st, o);
-	}
-	for (size_t i = 0; i < d->n_tool_calls; i++) {
-		cJSON *tc, *t, *f;
-		char id[24];
-		o = chunk(st, &delta, NULL);
-		tc = cJSON_AddArrayToObject(delta, "tool_calls");
-		t = cJSON_CreateObject();
-		cJSON_AddItemToArray(tc, t);
-		cJSON_AddNumberToObject(t, "index", st->n_calls);
-		snprintf(id, sizeof id, "call_%d", st->n_calls++);
-		cJSON_AddStringToObject(t, "id", id);
-		cJSON_AddStringToObject(t, "type", "function");
-		f = cJSON_AddObjectToObject(t, "function");
-		cJSON_AddStringToObject(f, "name", d->tool_calls[i].name);
-		cJSON_AddStringToObject(f, "arguments", d->tool_calls[i].arguments);
-		sse(st, o);
-	}
-}
-
-/* New text (and, at the end, the finish) -> events in st->out. */
-static void stream_text(struct stream *st, bool end)
-{
-	struct lynn_err err = { 0 };
-	struct lynn_chat_msg d = { 0 };
-	cJSON *delta, *o;
-	if (st->r->kind == SRV_COMPLETION) {
-		if (st->text.len) {
-			o = chunk(st, &delta, NULL);
-			cJSON_AddStringToObject(delta, "text", st->text.data);
-			sse(st, o);
-		}
-	} else {
-		if ((st->text.len && lynn_chat_stream_feed(st->cs, st->text.data, st->text.len, &d, &err) == 0))
-			emit_delta(st, &d);
-		lynn_chat_msg_release(&d);
-		memset(&d, 0, sizeof d);
-		if (end && lynn_chat_stream_finish(st->cs, &d, &err) == 0)
-			emit_delta(st, &d);
-		lynn_chat_msg_release(&d);
-	}
-	lynn_buf_reset(&st->text);
-	if (!end)
-		return;
-	o = chunk(st, &delta, srv_finish_reason(st->r, st->n_calls > 0));
-	if (st->r->kind == SRV_COMPLETION)
-		cJSON_AddStringToObject(delta, "text", "");
-	sse(st, o);
-	if (st->r->include_usage) {
-		o = srv_chunk_new(st->s, st->r);
-		cJSON_AddArrayToObject(o, "choices");
-		cJSON_AddItemToObject(o, "usage", srv_usage(st->r));
-		sse(st, o);
-	}
-}
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct stream *st = cls;
-	struct srv *s = st->s;
-	struct srv_req *r = st->r;
+	struct srv *s = st->ev.s;
+	struct srv_req *r = st->ev.r;
+	struct lynn_buf *out = &st->ev.out;
 	for (;;) {
-		if (st->off < st->out.len) {
-			size_t n = LYNN_MIN(max, st->out.len - st->off);
-			memcpy(buf, st->out.data + st->off, n);
+		if (st->off < out->len) {
+			size_t n = LYNN_MIN(max, out->len - st->off);
+			memcpy(buf, out->data + st->off, n);
 			st->off += n;
-			if (st->off == st->out.len) {
-				lynn_buf_reset(&st->out);
+			if (st->off == out->len) {
+				lynn_buf_reset(out);
 				st->off = 0;
 			}
 			return (ssize_t)n;
 		}
 		if (st->ended)
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (!st->started) {
-			cJSON *delta, *o = chunk(st, &delta, NULL);
-			if (r->kind == SRV_CHAT) {
-				cJSON_AddStringToObject(delta, "role", "assistant");
-				cJSON_AddNullToObject(delta, "content");
-				sse(st, o);
-			} else {
-				cJSON_Delete(o);
-			}
-			st->started = true;
-			if (st->out.len)
-				continue;
-		}
 		struct timespec until;
 		enum srv_state state;
 		bool timed_out = false;
@@ -246,26 +134,19 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		pthread_mutex_lock(&s->mu);
 		while (!r->pending.len && (r->state == SRV_QUEUED || r->state == SRV_RUNNING) && !timed_out)
 			timed_out = pthread_cond_timedwait(&r->cv, &s->mu, &until) == ETIMEDOUT;
-		if (r->pending.len) {
-			lynn_buf_append(&st->text, r->pending.data, r->pending.len);
-			lynn_buf_reset(&r->pending);
-		}
+		struct lynn_buf got = r->pending; /* taken whole; parsed outside the lock */
+		memset(&r->pending, 0, sizeof r->pending);
 		state = r->state;
 		pthread_mutex_unlock(&s->mu);
-		if (state == SRV_FAILED) {
-			char *j = srv_error_json(&r->err);
-			stream_text(st, false);
-			lynn_buf_printf(&st->out, "data: %s\n\ndata: [DONE]\n\n", j ? j : "{}");
-			free(j);
+		const size_t n_new = got.len;
+		if (n_new)
+			srv_events_text(&st->ev, got.data, n_new);
+		lynn_buf_release(&got);
+		if (state == SRV_FAILED || state == SRV_DONE) {
+			srv_events_end(&st->ev);
 			st->ended = true;
-		} else if (state == SRV_DONE) {
-			stream_text(st, true);
-			lynn_buf_puts(&st->out, "data: [DONE]\n\n");
-			st->ended = true;
-		} else if (st->text.len) {
-			stream_text(st, false);
-		} else if (timed_out) {
-			lynn_buf_puts(&st->out, ": ping\n\n");
+		} else if (!n_new && timed_out) {
+			lynn_buf_puts(out, ": ping\n\n");
 		}
 	}
 }
@@ -273,10 +154,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
 	struct stream *st = cls;
-	srv_release(st->s, st->r); /* cancels the request if the client left early */
-	lynn_chat_stream_free(st->cs);
-	lynn_buf_release(&st->out);
-	lynn_buf_release(&st->text);
+	srv_release(st->ev.s, st->ev.r); /* cancels the request if the client left early */
+	srv_events_release(&st->ev);
 	free(st);
 }
 
@@ -298,7 +177,7 @@ static enum MHD_Result completion(struct srv *s, struct MHD_Connection *c, enum 
 		struct stream *st = calloc(1, sizeof *st);
 		struct MHD_Response *resp;
 		enum MHD_Result ret;
-		if (st && kind == SRV_CHAT && !(st->cs = lynn_chat_stream_create(&r->parse, &err))) {
+		if (st && srv_events_init(&st->ev, s, r, &err)) {
 			free(st);
 			st = NULL;
 		}
@@ -306,8 +185,6 @@ static enum MHD_Result completion(struct srv *s, struct MHD_Connection *c, enum 
 			srv_release(s, r);
 			return fail(c, 500, NULL, "out of memory");
 		}
-		st->s = s;
-		st->r = r;
 		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
 		if (!resp) {
 			stream_free(st);
@@ -499,6 +376,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		if (!(cn = calloc(1, sizeof *cn)))
 			return MHD_NO;
 		*con_cls = cn;
+		pthread_mutex_lock(&s->mu);
+		s->n_http++;
+		pthread_mutex_unlock(&s->mu);
 		return MHD_YES;
 	}
 	if (*upload_size) {
@@ -553,11 +433,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		      enum MHD_RequestTerminationCode toe)
 {
+	struct srv *s = cls;
 	struct conn *cn = *con_cls;
 	if (cn) {
 		lynn_buf_release(&cn->body);
 		free(cn);
 		*con_cls = NULL;
+		pthread_mutex_lock(&s->mu);
+		s->n_http--;
+		pthread_cond_broadcast(&s->idle);
+		pthread_mutex_unlock(&s->mu);
 	}
 }
 

@@ -519,3 +519,145 @@ char *srv_completion_response(struct srv *s, struct srv_req *r)
 	cJSON_AddItemToObject(o, "usage", srv_usage(r));
 	return finish_json(o);
 }
+
+/* ===== streamed responses: server-sent events ===== */
+
+
+static void sse(struct srv_events *st, cJSON *o)
+{
+	char *j = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (j)
+		lynn_buf_printf(&st->out, "data: %s\n\n", j);
+	free(j);
+}
+
+/* A chunk with one choice whose delta (chat) or text (completions) is set
+ * by the caller; finish_reason null unless given. */
+static cJSON *chunk(struct srv_events *st, cJSON **delta, const char *finish)
+{
+	cJSON *o = srv_chunk_new(st->s, st->r), *ch = cJSON_AddArrayToObject(o, "choices");
+	cJSON *c = cJSON_CreateObject();
+	cJSON_AddItemToArray(ch, c);
+	cJSON_AddNumberToObject(c, "index", 0);
+	if (st->r->kind == SRV_CHAT)
+		*delta = cJSON_AddObjectToObject(c, "delta");
+	else
+		*delta = c;
+	cJSON_AddNullToObject(c, "logprobs");
+	if (finish)
+		cJSON_AddStringToObject(c, "finish_reason", finish);
+	else
+		cJSON_AddNullToObject(c, "finish_reason");
+	return o;
+}
+
+static void emit_delta(struct srv_events *st, const struct lynn_chat_msg *d)
+{
+	cJSON *delta, *o;
+	if (d->reasoning_content && d->reasoning_content[0]) {
+		o = chunk(st, &delta, NULL);
+		cJSON_AddStringToObject(delta, "reasoning_content", d->reasoning_content);
+		sse(st, o);
+	}
+	if (d->content && d->content[0]) {
+		o = chunk(st, &delta, NULL);
+		cJSON_AddStringToObject(delta, "content", d->content);
+		sse(st, o);
+	}
+	for (size_t i = 0; i < d->n_tool_calls; i++) {
+		cJSON *tc, *t, *f;
+		char id[24];
+		o = chunk(st, &delta, NULL);
+		tc = cJSON_AddArrayToObject(delta, "tool_calls");
+		t = cJSON_CreateObject();
+		cJSON_AddItemToArray(tc, t);
+		cJSON_AddNumberToObject(t, "index", st->n_calls);
+		snprintf(id, sizeof id, "call_%d", st->n_calls++);
+		cJSON_AddStringToObject(t, "id", id);
+		cJSON_AddStringToObject(t, "type", "function");
+		f = cJSON_AddObjectToObject(t, "function");
+		cJSON_AddStringToObject(f, "name", d->tool_calls[i].name);
+		cJSON_AddStringToObject(f, "arguments", d->tool_calls[i].arguments);
+		sse(st, o);
+	}
+}
+
+/* The text gathered (and, at the end, the finish) -> events in st->out. */
+static void events_flush(struct srv_events *st, bool end)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_chat_msg d = { 0 };
+	cJSON *delta, *o;
+	if (st->r->kind == SRV_COMPLETION) {
+		if (st->text.len) {
+			o = chunk(st, &delta, NULL);
+			cJSON_AddStringToObject(delta, "text", st->text.data);
+			sse(st, o);
+		}
+	} else {
+		if ((st->text.len && lynn_chat_stream_feed(st->cs, st->text.data, st->text.len, &d, &err) == 0))
+			emit_delta(st, &d);
+		lynn_chat_msg_release(&d);
+		memset(&d, 0, sizeof d);
+		if (end && lynn_chat_stream_finish(st->cs, &d, &err) == 0)
+			emit_delta(st, &d);
+		lynn_chat_msg_release(&d);
+	}
+	lynn_buf_reset(&st->text);
+	if (!end)
+		return;
+	if (st->r->state == SRV_FAILED) {
+		char *j = srv_error_json(&st->r->err);
+		lynn_buf_printf(&st->out, "data: %s\n\ndata: [DONE]\n\n", j ? j : "{}");
+		free(j);
+		return;
+	}
+	o = chunk(st, &delta, srv_finish_reason(st->r, st->n_calls > 0));
+	if (st->r->kind == SRV_COMPLETION)
+		cJSON_AddStringToObject(delta, "text", "");
+	sse(st, o);
+	if (st->r->include_usage) {
+		o = srv_chunk_new(st->s, st->r);
+		cJSON_AddArrayToObject(o, "choices");
+		cJSON_AddItemToObject(o, "usage", srv_usage(st->r));
+		sse(st, o);
+	}
+}
+
+int srv_events_init(struct srv_events *st, struct srv *s, struct srv_req *r, struct lynn_err *err)
+{
+	memset(st, 0, sizeof *st);
+	st->s = s;
+	st->r = r;
+	if (r->kind == SRV_CHAT) {
+		cJSON *delta, *o;
+		if (!(st->cs = lynn_chat_stream_create(&r->parse, err)))
+			return err && err->code ? err->code : -LYNN_ENOMEM;
+		o = chunk(st, &delta, NULL);
+		cJSON_AddStringToObject(delta, "role", "assistant");
+		cJSON_AddNullToObject(delta, "content");
+		sse(st, o);
+	}
+	return 0;
+}
+
+void srv_events_text(struct srv_events *st, const char *text, size_t len)
+{
+	lynn_buf_append(&st->text, text, len);
+	events_flush(st, false);
+}
+
+void srv_events_end(struct srv_events *st)
+{
+	events_flush(st, true);
+	if (st->r->state == SRV_DONE)
+		lynn_buf_puts(&st->out, "data: [DONE]\n\n");
+}
+
+void srv_events_release(struct srv_events *st)
+{
+	lynn_chat_stream_free(st->cs);
+	lynn_buf_release(&st->out);
+	lynn_buf_release(&st->text);
+}

@@ -89,6 +89,7 @@ struct srv {
 	pthread_cond_t idle;      /* signalled when nothing is queued or running */
 	struct srv_req *queue_head, *queue_tail;
 	int n_queued, n_running;
+	int n_http;               /* requests whose response is not yet sent */
 	bool draining, stopping;
 	struct srv_metrics m;
 };
@@ -111,6 +112,25 @@ char *srv_completion_response(struct srv *s, struct srv_req *r);
 cJSON *srv_chunk_new(struct srv *s, const struct srv_req *r);
 /* {"prompt_tokens","completion_tokens","total_tokens"} */
 cJSON *srv_usage(const struct srv_req *r);
+
+/* A streamed response's events (chat.completion.chunk or text_completion
+ * objects as "data: …" lines): the role chunk at init, content, reasoning
+ * and tool-call deltas as text arrives (lynn_chat_stream: tags held back,
+ * each tool call sent whole), and at the end the finish_reason chunk, the
+ * usage chunk when asked for, or the error object, then [DONE]. */
+struct srv_events {
+	struct srv *s;
+	struct srv_req *r;
+	struct lynn_chat_stream *cs;   /* chat only */
+	struct lynn_buf out;           /* events not yet sent */
+	struct lynn_buf text;
+	int n_calls;
+};
+int srv_events_init(struct srv_events *ev, struct srv *s, struct srv_req *r, struct lynn_err *err);
+void srv_events_text(struct srv_events *ev, const char *text, size_t len);
+/* r has ended (SRV_DONE or SRV_FAILED). */
+void srv_events_end(struct srv_events *ev);
+void srv_events_release(struct srv_events *ev);
 
 /* ---- sched.c ---- */
 int srv_sched_start(struct srv *s, struct lynn_err *err);

@@ -93,11 +93,12 @@ int lynn_server_drain(struct lynn_server *ls, double timeout_s)
 	pthread_mutex_unlock(&s->mu);
 	srv_http_quiesce(s);
 	pthread_mutex_lock(&s->mu);
-	while (s->n_queued + s->n_running > 0)
+	/* until nothing is queued or running and every response has been sent */
+	while (s->n_queued + s->n_running + s->n_http > 0)
 		if (timeout_s > 0 ? pthread_cond_timedwait(&s->idle, &s->mu, &until) == ETIMEDOUT
 				  : pthread_cond_wait(&s->idle, &s->mu) != 0)
 			break;
-	left = s->n_queued + s->n_running;
+	left = s->n_queued + s->n_running + s->n_http;
 	pthread_mutex_unlock(&s->mu);
 	return left;
 }
