@@ -5,7 +5,8 @@
  *
  * Inside a block, two shapes:
  *  - few tokens (decode): four weight rows at a time, widened to f32 in
- *    registers and dotted with each token's x; the weights stream once.
+ *    registers and dotted with two tokens' x at a time; the weights stream
+ *    once.
  *  - many tokens (prefill): four weight rows are widened a column chunk at a
  *    time into a small f32 tile (stays in L1) that every token's x then
  *    reuses, two tokens at a time, so each weight byte is read once per call
@@ -176,6 +177,29 @@ AVX2_FN static void widen_avx2(enum lynn_dtype dt, const void *w, int64_t off, i
 		(void)i;                                                            \
 	}
 
+/* The same for two tokens: each widened weight vector is used twice, so a
+ * batch of decoding sequences widens the weights once per pair of tokens.
+ * Each token's sums take the same steps as in DOT4 (identical results). */
+#define DEF_DOT4X2(NAME, T, LD)                                                     \
+	AVX2_FN static void NAME(const T *w0, const T *w1, const T *w2, const T *w3,   \
+				 const float *x, const float *x2, int64_t n, float out[4], \
+				 float out2[4])                                      \
+	{                                                                           \
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;          \
+		__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                           \
+		for (int64_t i = 0; i + 8 <= n; i += 8) {                           \
+			__m256 xv = _mm256_loadu_ps(x + i), yv = _mm256_loadu_ps(x2 + i), w; \
+			w = LD(w0 + i); a0 = _mm256_fmadd_ps(w, xv, a0); b0 = _mm256_fmadd_ps(w, yv, b0); \
+			w = LD(w1 + i); a1 = _mm256_fmadd_ps(w, xv, a1); b1 = _mm256_fmadd_ps(w, yv, b1); \
+			w = LD(w2 + i); a2 = _mm256_fmadd_ps(w, xv, a2); b2 = _mm256_fmadd_ps(w, yv, b2); \
+			w = LD(w3 + i); a3 = _mm256_fmadd_ps(w, xv, a3); b3 = _mm256_fmadd_ps(w, yv, b3); \
+		}                                                                   \
+		out[0] = lynn_hsum256(a0); out[1] = lynn_hsum256(a1);              \
+		out[2] = lynn_hsum256(a2); out[3] = lynn_hsum256(a3);              \
+		out2[0] = lynn_hsum256(b0); out2[1] = lynn_hsum256(b1);            \
+		out2[2] = lynn_hsum256(b2); out2[3] = lynn_hsum256(b3);            \
+	}
+
 /* One row, 32 columns per step over four accumulators: a single
  * sequential stream per row keeps the hardware prefetcher ahead. */
 #define DEF_DOT1(NAME, T, LD)                                                       \
@@ -202,6 +226,9 @@ DEF_DOT1(dot1_f32, float, LD_F32)
 DEF_DOT4(dot4_bf16, uint16_t, ld_bf16)
 DEF_DOT4(dot4_f16, uint16_t, ld_f16)
 DEF_DOT4(dot4_f32, float, LD_F32)
+DEF_DOT4X2(dot4x2_bf16, uint16_t, ld_bf16)
+DEF_DOT4X2(dot4x2_f16, uint16_t, ld_f16)
+DEF_DOT4X2(dot4x2_f32, float, LD_F32)
 
 AVX2_FN static void block_decode_avx2(const struct lynn_mm *m, int64_t r0, int64_t r1)
 {
@@ -236,24 +263,34 @@ AVX2_FN static void block_decode_avx2(const struct lynn_mm *m, int64_t r0, int64
 		const void *wr[ROWS];
 		for (int r = 0; r < ROWS; r++) /* short tiles repeat the last row */
 			wr[r] = wb + (size_t)((o + LYNN_MIN(r, nr - 1)) * n) * es;
-		for (int64_t t = 0; t < m->n_tok; t++) {
-			const float *x = m->x + t * m->ldx;
-			float *y = m->y + t * m->ldy + o;
-			float s[4];
-			if (m->wdt == LYNN_DTYPE_BF16)
-				dot4_bf16(wr[0], wr[1], wr[2], wr[3], x, nv, s);
+		for (int64_t t = 0; t < m->n_tok; t += 2) {
+			const bool pair = t + 1 < m->n_tok;
+			const float *x = m->x + t * m->ldx, *x2 = pair ? x + m->ldx : NULL;
+			float s[2][4];
+			if (pair && m->wdt == LYNN_DTYPE_BF16)
+				dot4x2_bf16(wr[0], wr[1], wr[2], wr[3], x, x2, nv, s[0], s[1]);
+			else if (pair && m->wdt == LYNN_DTYPE_F16)
+				dot4x2_f16(wr[0], wr[1], wr[2], wr[3], x, x2, nv, s[0], s[1]);
+			else if (pair)
+				dot4x2_f32(wr[0], wr[1], wr[2], wr[3], x, x2, nv, s[0], s[1]);
+			else if (m->wdt == LYNN_DTYPE_BF16)
+				dot4_bf16(wr[0], wr[1], wr[2], wr[3], x, nv, s[0]);
 			else if (m->wdt == LYNN_DTYPE_F16)
-				dot4_f16(wr[0], wr[1], wr[2], wr[3], x, nv, s);
+				dot4_f16(wr[0], wr[1], wr[2], wr[3], x, nv, s[0]);
 			else
-				dot4_f32(wr[0], wr[1], wr[2], wr[3], x, nv, s);
-			for (int r = 0; r < nr; r++) {
-				if (nv < n) { /* tail */
-					float tl[8];
-					widen(m->wdt, m->w, (o + r) * n + nv, n - nv, tl);
-					for (int64_t i = nv; i < n; i++)
-						s[r] += tl[i - nv] * x[i];
+				dot4_f32(wr[0], wr[1], wr[2], wr[3], x, nv, s[0]);
+			for (int k = 0; k < (pair ? 2 : 1); k++) {
+				const float *xk = k ? x2 : x;
+				float *y = m->y + (t + k) * m->ldy + o;
+				for (int r = 0; r < nr; r++) {
+					if (nv < n) { /* tail */
+						float tl[8];
+						widen(m->wdt, m->w, (o + r) * n + nv, n - nv, tl);
+						for (int64_t i = nv; i < n; i++)
+							s[k][r] += tl[i - nv] * xk[i];
+					}
+					y[r] = m->accumulate ? y[r] + s[k][r] : s[k][r];
 				}
-				y[r] = m->accumulate ? y[r] + s[r] : s[r];
 			}
 		}
 	}

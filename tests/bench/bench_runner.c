@@ -166,6 +166,38 @@ int main(int argc, char **argv)
 		       "(%.2f tok/s), %.0f%% of the read roofline (%.2f tok/s)\n",
 		       T, bw / 1e9, rbw / 1e9, act / 1e6, P, P / best_pf, dec_tps, 100.0 * dec_tps / roof, roof,
 		       100.0 * dec_tps / rroof, rroof);
+		/* batched decode: B sequences (16-token prompts) advance together, one
+		 * forward pass per step, as `lynn serve` runs them */
+		for (int B = 2; B <= 4; B += 2) {
+			struct lynn_seq *bs[4];
+			int32_t tok[4];
+			float *blg = malloc((size_t)B * (size_t)V * sizeof *blg);
+			double best = 1e30;
+			for (int rep = 0; rep < 2; rep++) {
+				for (int b = 0; b < B; b++) {
+					if (!rep)
+						bs[b] = lynn_seq_create(m, &err);
+					lynn_seq_reset(bs[b]);
+					lynn_model_prefill(m, bs[b], ids + 16 * b, 16, false, blg + (size_t)b * V, &err);
+				}
+				double t0 = now_s();
+				for (int i = 0; i < D; i++) {
+					for (int b = 0; b < B; b++)
+						tok[b] = lynn_sample_greedy(blg + (size_t)b * V, V);
+					if (lynn_model_decode(m, B, bs, tok, blg, &err)) {
+						fprintf(stderr, "bench_runner: %s\n", err.msg);
+						return 3;
+					}
+				}
+				if (now_s() - t0 < best)
+					best = now_s() - t0;
+			}
+			printf("threads %d: batched decode of %d sequences: %.2f tok/s in all (%.2fx one sequence's)\n", T,
+			       B, B * D / best, B * D / best / dec_tps);
+			for (int b = 0; b < B; b++)
+				lynn_seq_free(bs[b]);
+			free(blg);
+		}
 		fflush(stdout);
 		free(ids);
 		free(lg);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""gen_bench_model.py OUT_DIR [--small] - a random Qwen3.5-MoE checkpoint for
+"""gen_bench_model.py OUT_DIR [--small] [--f16] [--tokenizer DIR] - a random Qwen3.5-MoE checkpoint for
 `make bench` (generated at bench time, never committed).
 
 Mid-size: hidden 1024, 16 layers (3 DeltaNet : 1 full attention), 64 experts
@@ -8,10 +8,13 @@ released checkpoints store them, text-only names. Weights ~ N(0, 0.02), norms
 ~ N(0, 0.1), so activations stay in range; the values carry no meaning, only
 the shapes and bytes matter for speed. --small writes a 4-layer variant for
 a quick check; --f16 stores the matrices as F16 instead (same draws),
-for the llama.cpp side by side. Needs numpy only.
+for the llama.cpp side by side. --tokenizer DIR copies DIR's tokenizer,
+template and generation_config.json and sizes the vocabulary to that
+tokenizer (for `lynn serve`, which needs text). Needs numpy only.
 """
 import json
 import os
+import shutil
 import struct
 import sys
 
@@ -89,6 +92,14 @@ def main():
     if f16:
         c["dtype"] = "float16"
     os.makedirs(out, exist_ok=True)
+    if "--tokenizer" in sys.argv:
+        src = sys.argv[sys.argv.index("--tokenizer") + 1]
+        with open(os.path.join(src, "tokenizer.json")) as f:
+            t = json.load(f)
+        c["vocab_size"] = 1 + max(list(t["model"]["vocab"].values()) + [a["id"] for a in t["added_tokens"]])
+        for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
+            if os.path.exists(os.path.join(src, name)):
+                shutil.copy(os.path.join(src, name), os.path.join(out, name))
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(c, f, indent=1)
     specs = list(tensors(c))
