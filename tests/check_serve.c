@@ -659,6 +659,17 @@ START_TEST(test_tool_call_response)
 	ck_assert_str_eq(str_at(j, "choices.0.finish_reason"), "tool_calls");
 	cJSON_Delete(j);
 	free(js);
+	/* a call alone: content is null, as OpenAI sends it */
+	lynn_buf_reset(&r->res.text);
+	lynn_buf_puts(&r->res.text, strstr(tc_text, "<tool_call>"));
+	r->parse.in_think = false;
+	js = srv_chat_response(&s, r);
+	j = cJSON_Parse(js);
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
+		cJSON_GetObjectItem(j, "choices"), 0), "message"), "content")));
+	ck_assert_str_eq(str_at(j, "choices.0.message.tool_calls.0.function.name"), "get_weather");
+	cJSON_Delete(j);
+	free(js);
 	srv_req_free(r);
 }
 END_TEST

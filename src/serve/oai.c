@@ -481,7 +481,10 @@ char *srv_chat_response(struct srv *s, struct srv_req *r)
 	cJSON_AddNumberToObject(c, "index", 0);
 	m = cJSON_AddObjectToObject(c, "message");
 	cJSON_AddStringToObject(m, "role", "assistant");
-	cJSON_AddStringToObject(m, "content", msg.content ? msg.content : "");
+	if (msg.n_tool_calls && !(msg.content && msg.content[0]))
+		cJSON_AddNullToObject(m, "content"); /* as OpenAI: a call alone has no content */
+	else
+		cJSON_AddStringToObject(m, "content", msg.content ? msg.content : "");
 	if (msg.reasoning_content && msg.reasoning_content[0])
 		cJSON_AddStringToObject(m, "reasoning_content", msg.reasoning_content);
 	if (msg.n_tool_calls) {
@@ -567,13 +570,13 @@ static void emit_delta(struct srv_events *st, const struct lynn_chat_msg *d)
 	}
 	for (size_t i = 0; i < d->n_tool_calls; i++) {
 		cJSON *tc, *t, *f;
-		char id[24];
+		char id[40];
 		o = chunk(st, &delta, NULL);
 		tc = cJSON_AddArrayToObject(delta, "tool_calls");
 		t = cJSON_CreateObject();
 		cJSON_AddItemToArray(tc, t);
-		cJSON_AddNumberToObject(t, "index", st->n_calls);
-		snprintf(id, sizeof id, "call_%d", st->n_calls++);
+		cJSON_AddNumberToObject(t, "index", st->n_calls++);
+		random_id(id, sizeof id, "call_");
 		cJSON_AddStringToObject(t, "id", id);
 		cJSON_AddStringToObject(t, "type", "function");
 		f = cJSON_AddObjectToObject(t, "function");
