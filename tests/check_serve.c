@@ -11,6 +11,7 @@
  * binary's SIGTERM drain.
  */
 #include <check.h>
+#include <math.h>
 #include <curl/curl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -424,8 +425,15 @@ static const struct {
 	{ "/v1/chat/completions",
 	  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{\"include_usage\":true}}", KEY,
 	  400, "invalid_request_error", "stream_options" },
-	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", KEY,
-	  400, "invalid_request_error", "logprobs" },
+	{ "/v1/chat/completions",
+	  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"stream\":true}", KEY, 400,
+	  "invalid_request_error", "logprobs" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", KEY,
+	  400, "invalid_request_error", "top_logprobs" },
+	{ "/v1/chat/completions",
+	  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":21}", KEY, 400,
+	  "invalid_request_error", "top_logprobs" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"logprobs\":-1}", KEY, 400, "invalid_request_error", "logprobs" },
 	{ "/v1/chat/completions",
 	  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", KEY,
 	  400, "invalid_request_error", "response_format" },
@@ -757,6 +765,96 @@ START_TEST(test_tool_call_stream)
 }
 END_TEST
 
+/* Log-probabilities: a greedy completion's token_logprobs and top 5 at each
+ * position are the log-softmax of the logits that a fresh prefill of the
+ * prompt plus the tokens before it gives (lynn_engine_last_logits, computed
+ * here in double); the chat form carries the same numbers per token. */
+#define LOGPROB_TOL 1e-5 /* decode vs one-shot prefill logits, f32 sums in another order: 2.4e-6 seen */
+START_TEST(test_logprobs)
+{
+	static const char prompt[] = "Once upon a time";
+	struct lynn_err err = { 0 };
+	struct lynn_tok_ids ids = { 0 };
+	struct lynn_gen_result g = { 0 };
+	struct lynn_gen_opts go = { .max_tokens = 10 };
+	start(2, 4, 4096, NULL, false);
+	lynn_sample_params_init(&go.sample);
+	ck_assert_int_eq(lynn_engine_encode_text(eng, prompt, &ids, &err), 0);
+	ck_assert_int_eq(lynn_engine_generate(eng, ids.ids, ids.n, &go, &g, &err), 0);
+	const size_t n_lp = g.ids.n - (g.finish == LYNN_GEN_EOS ? 1 : 0);
+	ck_assert_uint_gt(n_lp, 0);
+
+	char *b = completion_body(prompt, 10, "\"logprobs\":5");
+	struct http h = call("/v1/completions", b, NULL, 0);
+	cJSON *j = ok_json(&h), *lp = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "logprobs");
+	cJSON *tlp = cJSON_GetObjectItem(lp, "token_logprobs"), *top = cJSON_GetObjectItem(lp, "top_logprobs");
+	cJSON *off = cJSON_GetObjectItem(lp, "text_offset");
+	ck_assert_int_eq(cJSON_GetArraySize(tlp), (int)n_lp);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "tokens")), (int)n_lp);
+	const int V = lynn_model_n_vocab(lynn_engine_model(eng));
+	float *logits = malloc((size_t)V * sizeof *logits);
+	int32_t *seq = malloc((ids.n + g.ids.n) * sizeof *seq);
+	memcpy(seq, ids.ids, ids.n * sizeof *seq);
+	for (size_t i = 0; i < n_lp; i++) {
+		/* the reference: a fresh prefill up to position i */
+		memcpy(seq + ids.n, g.ids.ids, i * sizeof *seq);
+		ck_assert_int_eq(lynn_engine_last_logits(eng, seq, ids.n + i, logits, &err), 0);
+		double mx = -INFINITY, sum = 0;
+		for (int v = 0; v < V; v++)
+			mx = logits[v] > mx ? logits[v] : mx;
+		for (int v = 0; v < V; v++)
+			sum += exp((double)logits[v] - mx);
+		const double lse = mx + log(sum);
+		const double want = (double)logits[g.ids.ids[i]] - lse;
+		const double got = cJSON_GetArrayItem(tlp, (int)i)->valuedouble;
+		ck_assert_msg(fabs(got - want) < LOGPROB_TOL && got <= 0, "position %zu: %.9g vs %.9g (%.2g)", i, got, want, got - want);
+		/* greedy: the generated token is the most likely, so it is the top value */
+		double best = -INFINITY;
+		const cJSON *e;
+		int n_top = 0;
+		cJSON_ArrayForEach(e, cJSON_GetArrayItem(top, (int)i)) {
+			best = e->valuedouble > best ? e->valuedouble : best;
+			n_top++;
+		}
+		ck_assert_int_ge(n_top, 1);
+		ck_assert_int_le(n_top, 5);
+		ck_assert(fabs(best - got) < 1e-6);
+		ck_assert_int_eq(cJSON_GetArrayItem(off, (int)i)->valueint >= 0, 1);
+	}
+	ck_assert_int_eq(cJSON_GetArrayItem(off, 0)->valueint, 0);
+	cJSON_Delete(j);
+	lynn_buf_release(&h.body);
+	free(b);
+
+	/* chat: one entry per token, 3 alternatives each, sorted, the first is the token */
+	h = call("/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":8,"
+		 "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3}", NULL, 0);
+	j = ok_json(&h);
+	cJSON *content = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+								 "logprobs"), "content"), *t;
+	const int completion = (int)tu_num(cJSON_GetObjectItem(j, "usage"), "completion_tokens");
+	const char *fin = str_at(j, "choices.0.finish_reason");
+	ck_assert_int_eq(cJSON_GetArraySize(content), completion - (!strcmp(fin, "stop") ? 1 : 0));
+	cJSON_ArrayForEach(t, content) {
+		cJSON *alts = cJSON_GetObjectItem(t, "top_logprobs");
+		ck_assert_int_eq(cJSON_GetArraySize(alts), 3);
+		ck_assert(cJSON_IsArray(cJSON_GetObjectItem(t, "bytes")));
+		ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(alts, 0), "token")->valuestring,
+				 cJSON_GetObjectItem(t, "token")->valuestring);
+		for (int k = 1; k < 3; k++)
+			ck_assert(tu_num(cJSON_GetArrayItem(alts, k), "logprob") <=
+				  tu_num(cJSON_GetArrayItem(alts, k - 1), "logprob"));
+	}
+	cJSON_Delete(j);
+	lynn_buf_release(&h.body);
+	free(seq);
+	free(logits);
+	lynn_gen_result_release(&g);
+	lynn_tok_ids_release(&ids);
+	stop();
+}
+END_TEST
+
 /* The real openai client (npm, tests/node/serve_openai.mjs) against the
  * server: its checks pass, and the text it got is the engine's. */
 START_TEST(test_openai_client)
@@ -872,6 +970,7 @@ Suite *serve_suite(void)
 	tcase_add_test(h, test_errors);
 	tcase_add_test(h, test_queue_and_cancel);
 	tcase_add_test(h, test_tokenize_endpoints);
+	tcase_add_test(h, test_logprobs);
 	tcase_add_test(h, test_openai_client);
 	tcase_add_test(h, test_sigterm_drain);
 	tcase_set_timeout(h, 240);

@@ -68,12 +68,26 @@ struct lynn_gen_opts {
 	const char *const *stop;
 	int n_stop;
 	bool ignore_eos;                    /* run on past end-of-generation ids */
+	/* Record each generated token's log-probability under the model (the
+	 * log-softmax of its raw logits, before temperature and the other
+	 * sampling settings) and the top_logprobs (0..LYNN_MAX_TOP_LOGPROBS)
+	 * most likely ids at that step. */
+	bool logprobs;
+	int top_logprobs;
 	/* Called with each piece of text that is final (tokenizer present:
 	 * complete UTF-8 characters, stop strings held back) and each id;
 	 * either may be NULL. */
 	void (*on_text)(void *ud, const char *text, size_t len);
 	void (*on_token)(void *ud, int32_t id);
 	void *ud;
+};
+
+#define LYNN_MAX_TOP_LOGPROBS 20
+struct lynn_gen_logprob {
+	float logprob;                              /* of the generated id */
+	int n_top;
+	int32_t top_ids[LYNN_MAX_TOP_LOGPROBS];     /* most likely first, lower id on ties */
+	float top_logprobs[LYNN_MAX_TOP_LOGPROBS];
 };
 
 enum lynn_gen_finish {
@@ -85,6 +99,7 @@ enum lynn_gen_finish {
 
 struct lynn_gen_result {
 	struct lynn_tok_ids ids;   /* generated ids (the eos id included if hit) */
+	struct lynn_gen_logprob *logprobs; /* one per id when opts.logprobs, else NULL */
 	struct lynn_buf text;      /* decoded text (special tokens kept, the final end-of-generation
 				    * token and any stop string left out), empty without a tokenizer */
 	size_t n_prompt;

@@ -187,6 +187,8 @@ int lynn_engine_encode_prompt(struct lynn_engine *e, const char *user_text, bool
 
 void lynn_gen_result_release(struct lynn_gen_result *r)
 {
+	free(r->logprobs);
+	r->logprobs = NULL;
 	lynn_tok_ids_release(&r->ids);
 	lynn_buf_release(&r->text);
 }
@@ -297,6 +299,7 @@ size_t lynn_gen_prompt_left(const struct lynn_gen *g) { return g->n_prompt - g->
 void lynn_gen_take_result(struct lynn_gen *g, struct lynn_gen_result *r)
 {
 	*r = g->r;
+	g->r.logprobs = NULL;
 	memset(&g->r.ids, 0, sizeof g->r.ids);
 	memset(&g->r.text, 0, sizeof g->r.text);
 }
@@ -349,6 +352,37 @@ static void gen_end(struct lynn_gen *g, enum lynn_gen_finish why, double now)
 	g->r.t_decode_s = now - g->t_first;
 }
 
+/* The log-softmax of `logits` at `id`, and the k most likely ids (k <=
+ * LYNN_MAX_TOP_LOGPROBS; lower id first on ties), in double. */
+static void logprob_of(const float *logits, int n, int32_t id, int k, struct lynn_gen_logprob *out)
+{
+	double mx = -INFINITY, sum = 0;
+	for (int i = 0; i < n; i++)
+		if (logits[i] > mx)
+			mx = logits[i];
+	for (int i = 0; i < n; i++)
+		sum += exp((double)logits[i] - mx);
+	const double lse = mx + log(sum);
+	out->logprob = (float)((double)logits[id] - lse);
+	out->n_top = 0;
+	for (int i = 0; i < n && k > 0; i++) { /* insertion into the sorted top k */
+		int j = out->n_top;
+		if (j == k && logits[i] <= logits[out->top_ids[k - 1]])
+			continue;
+		if (j < k)
+			out->n_top++;
+		else
+			j = k - 1;
+		while (j > 0 && logits[out->top_ids[j - 1]] < logits[i]) {
+			out->top_ids[j] = out->top_ids[j - 1];
+			j--;
+		}
+		out->top_ids[j] = i;
+	}
+	for (int j = 0; j < out->n_top; j++)
+		out->top_logprobs[j] = (float)((double)logits[out->top_ids[j]] - lse);
+}
+
 /* The token sampled from this pass's logits. */
 static int gen_take(struct lynn_gen *g, const float *logits, int n_vocab, double now,
 		    struct lynn_err *err)
@@ -362,6 +396,14 @@ static int gen_take(struct lynn_gen *g, const float *logits, int n_vocab, double
 	if (!all_finite(logits, n_vocab))
 		g->r.nonfinite = true;
 	id = lynn_sampler_sample(g->smp, logits);
+	if (g->opts.logprobs) {
+		struct lynn_gen_logprob *lp = realloc(g->r.logprobs, (g->r.ids.n + 1) * sizeof *lp);
+		if (!lp)
+			return lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
+		g->r.logprobs = lp;
+		logprob_of(logits, n_vocab, id, LYNN_MIN(LYNN_MAX(g->opts.top_logprobs, 0), LYNN_MAX_TOP_LOGPROBS),
+			   &lp[g->r.ids.n]);
+	}
 	if (push_id(&g->r.ids, id))
 		return lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
 	if (g->opts.on_token)

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "lynn/json.h"
+#include "lynn/utf8.h"
 #include "lynn/version.h"
 #include "serve_internal.h"
 
@@ -144,12 +145,6 @@ static int refuse_unsupported(const cJSON *b, struct srv_error *e)
 	if ((v = cJSON_GetObjectItemCaseSensitive(b, "repetition_penalty")) && !cJSON_IsNull(v) &&
 	    !(cJSON_IsNumber(v) && v->valuedouble == 1))
 		return srv_fail(e, 400, "repetition_penalty", "'repetition_penalty' is not supported by lynn serve");
-	if ((v = cJSON_GetObjectItemCaseSensitive(b, "logprobs")) && !cJSON_IsNull(v) &&
-	    !cJSON_IsFalse(v))
-		return srv_fail(e, 400, "logprobs", "'logprobs' is not supported by lynn serve");
-	if ((v = cJSON_GetObjectItemCaseSensitive(b, "top_logprobs")) && !cJSON_IsNull(v) &&
-	    !(cJSON_IsNumber(v) && v->valuedouble == 0))
-		return srv_fail(e, 400, "top_logprobs", "'top_logprobs' is not supported by lynn serve");
 	if ((v = cJSON_GetObjectItemCaseSensitive(b, "n")) && !cJSON_IsNull(v) &&
 	    !(cJSON_IsNumber(v) && v->valuedouble == 1))
 		return srv_fail(e, 400, "n", "'n' must be 1 (one choice per request)");
@@ -193,6 +188,31 @@ static int parse_stop(const cJSON *b, struct srv_req *r, struct srv_error *e)
 	return 0;
 }
 
+/* Chat: logprobs (bool) + top_logprobs (0..20); completions: logprobs (the
+ * number of top ids, 0..20). Whole responses only. */
+static int parse_logprobs(const cJSON *b, struct srv_req *r, struct srv_error *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, "logprobs");
+	int64_t top = 0;
+	if (r->kind == SRV_CHAT) {
+		bool on = false;
+		if (get_bool(b, "logprobs", &on, e) ||
+		    get_int(b, "top_logprobs", 0, LYNN_MAX_TOP_LOGPROBS, &top, e))
+			return -1;
+		if (top && !on)
+			return srv_fail(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+		r->gopts.logprobs = on;
+	} else if (v && !cJSON_IsNull(v)) {
+		if (get_int(b, "logprobs", 0, LYNN_MAX_TOP_LOGPROBS, &top, e))
+			return -1;
+		r->gopts.logprobs = true;
+	}
+	if (r->gopts.logprobs && r->stream)
+		return srv_fail(e, 400, "logprobs", "'logprobs' are not supported with stream: true");
+	r->gopts.top_logprobs = (int)top;
+	return 0;
+}
+
 /* Sampling, length, stop and streaming fields, common to both endpoints. */
 static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_t def_max,
 			struct srv_error *e)
@@ -230,6 +250,8 @@ static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_
 		if (get_bool(so, "include_usage", &r->include_usage, e))
 			return -1;
 	}
+	if (parse_logprobs(b, r, e))
+		return -1;
 	lynn_sample_params_init(&r->gopts.sample);
 	r->gopts.sample.temperature = (float)temp;
 	r->gopts.sample.top_p = (float)top_p;
@@ -432,6 +454,100 @@ const char *srv_finish_reason(const struct srv_req *r, bool has_tool_calls)
 	return r->res.finish == LYNN_GEN_LENGTH ? "length" : "stop";
 }
 
+/* A token as text: its bytes when they are whole UTF-8, else OpenAI's
+ * "bytes:\\xNN…" spelling. */
+static char *token_text(const struct lynn_tok *tok, int32_t id, const uint8_t **bytes, size_t *len)
+{
+	*bytes = lynn_tok_token_bytes(tok, id, len);
+	if (!*bytes)
+		*len = 0;
+	if (*len && lynn_utf8_check(*bytes, *len) == *len && !memchr(*bytes, 0, *len))
+		return strndup((const char *)*bytes, *len);
+	char *t = malloc(6 + 4 * *len + 1);
+	if (t) {
+		size_t k = (size_t)sprintf(t, "bytes:");
+		for (size_t i = 0; i < *len; i++)
+			k += (size_t)sprintf(t + k, "\\x%02x", (*bytes)[i]);
+	}
+	return t;
+}
+
+/* {"token", "logprob", "bytes"} */
+static cJSON *token_logprob(const struct lynn_tok *tok, int32_t id, float lp)
+{
+	const uint8_t *bytes;
+	size_t len;
+	char *t = token_text(tok, id, &bytes, &len);
+	cJSON *o = cJSON_CreateObject(), *b;
+	cJSON_AddStringToObject(o, "token", t ? t : "");
+	cJSON_AddNumberToObject(o, "logprob", lp);
+	b = cJSON_AddArrayToObject(o, "bytes");
+	for (size_t i = 0; i < len; i++)
+		cJSON_AddItemToArray(b, cJSON_CreateNumber(bytes[i]));
+	free(t);
+	return o;
+}
+
+/* The generated ids with logprobs (a final end-of-generation id left out,
+ * as its text is). */
+static size_t n_logprob_ids(const struct srv_req *r)
+{
+	if (!r->res.logprobs)
+		return 0;
+	return r->res.ids.n - (r->res.finish == LYNN_GEN_EOS && r->res.ids.n ? 1 : 0);
+}
+
+/* Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]} */
+static cJSON *chat_logprobs(struct srv *s, const struct srv_req *r)
+{
+	const size_t n = n_logprob_ids(r);
+	if (!r->res.logprobs)
+		return cJSON_CreateNull();
+	cJSON *o = cJSON_CreateObject(), *c = cJSON_AddArrayToObject(o, "content");
+	for (size_t i = 0; i < n; i++) {
+		const struct lynn_gen_logprob *lp = &r->res.logprobs[i];
+		cJSON *t = token_logprob(s->tok, r->res.ids.ids[i], lp->logprob);
+		cJSON *top = cJSON_AddArrayToObject(t, "top_logprobs");
+		for (int k = 0; k < lp->n_top; k++)
+			cJSON_AddItemToArray(top, token_logprob(s->tok, lp->top_ids[k], lp->top_logprobs[k]));
+		cJSON_AddItemToArray(c, t);
+	}
+	return o;
+}
+
+/* Completions (the legacy form): tokens, token_logprobs, top_logprobs (one
+ * {token: logprob} object per position), text_offset. */
+static cJSON *completion_logprobs(struct srv *s, const struct srv_req *r)
+{
+	const size_t n = n_logprob_ids(r);
+	if (!r->res.logprobs)
+		return cJSON_CreateNull();
+	cJSON *o = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(o, "tokens");
+	cJSON *lps = cJSON_AddArrayToObject(o, "token_logprobs"), *tops = cJSON_AddArrayToObject(o, "top_logprobs");
+	cJSON *offs = cJSON_AddArrayToObject(o, "text_offset");
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct lynn_gen_logprob *lp = &r->res.logprobs[i];
+		const uint8_t *bytes;
+		size_t len;
+		char *t = token_text(s->tok, r->res.ids.ids[i], &bytes, &len);
+		cJSON_AddItemToArray(toks, cJSON_CreateString(t ? t : ""));
+		cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp->logprob));
+		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+		off += len;
+		free(t);
+		cJSON *top = cJSON_CreateObject();
+		for (int k = 0; k < lp->n_top; k++) {
+			char *tt = token_text(s->tok, lp->top_ids[k], &bytes, &len);
+			if (tt && !cJSON_GetObjectItemCaseSensitive(top, tt))
+				cJSON_AddNumberToObject(top, tt, lp->top_logprobs[k]);
+			free(tt);
+		}
+		cJSON_AddItemToArray(tops, top);
+	}
+	return o;
+}
+
 static cJSON *response_new(struct srv *s, const struct srv_req *r, const char *object)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -501,7 +617,7 @@ char *srv_chat_response(struct srv *s, struct srv_req *r)
 			cJSON_AddItemToArray(tc, t);
 		}
 	}
-	cJSON_AddNullToObject(c, "logprobs");
+	cJSON_AddItemToObject(c, "logprobs", chat_logprobs(s, r));
 	cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(r, msg.n_tool_calls > 0));
 	cJSON_AddItemToObject(o, "usage", srv_usage(r));
 	lynn_chat_msg_release(&msg);
@@ -517,7 +633,7 @@ char *srv_completion_response(struct srv *s, struct srv_req *r)
 	char *t = strndup(r->res.text.data ? r->res.text.data : "", r->res.text.len);
 	cJSON_AddStringToObject(c, "text", t ? t : "");
 	free(t);
-	cJSON_AddNullToObject(c, "logprobs");
+	cJSON_AddItemToObject(c, "logprobs", completion_logprobs(s, r));
 	cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(r, false));
 	cJSON_AddItemToObject(o, "usage", srv_usage(r));
 	return finish_json(o);
