@@ -539,6 +539,11 @@ START_TEST(test_queue_and_cancel)
 		a.body = body;
 		ck_assert_int_eq(pthread_create(&a.th, NULL, job_run, &a), 0);
 		await_metric("lynn_requests_processing", 1);
+		/* the token counter moves while the request runs */
+		const int before = metric("lynn_tokens_predicted_total");
+		for (int t = 0; t < 100 && metric("lynn_tokens_predicted_total") == before; t++)
+			usleep(20000);
+		ck_assert_int_gt(metric("lynn_tokens_predicted_total"), before);
 		struct http h = call("/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, 0);
 		ck_assert_int_eq(h.status, 503);
 		ck_assert_ptr_nonnull(strstr(h.body.data, "unavailable_error"));

@@ -84,8 +84,6 @@ static void finish(struct srv *s, struct srv_req *r, enum srv_state st)
 		s->m.requests_failed++;
 	if (r->gen) {
 		const struct lynn_gen_result *g = lynn_gen_result(r->gen);
-		s->m.prompt_tokens += r->prompt.n - lynn_gen_prompt_left(r->gen);
-		s->m.predicted_tokens += g->ids.n;
 		s->m.prompt_seconds += g->t_prefill_s;
 		s->m.predicted_seconds += g->t_decode_s;
 		if (st == SRV_DONE)
@@ -164,6 +162,13 @@ static void *run(void *arg)
 			struct srv_req *r = slot[i];
 			if (!r)
 				continue;
+			/* the counters move as the tokens go through */
+			const size_t fed = r->prompt.n - lynn_gen_prompt_left(r->gen);
+			const size_t made = lynn_gen_result(r->gen)->ids.n;
+			s->m.prompt_tokens += fed - r->n_fed;
+			s->m.predicted_tokens += made - r->n_made;
+			r->n_fed = fed;
+			r->n_made = made;
 			if (rc)
 				srv_fail(&r->err, 500, NULL, "generation failed: %s", err.msg);
 			else if (!lynn_gen_finished(r->gen))
@@ -222,7 +227,7 @@ char *srv_metrics_text(struct srv *s)
 #define METRIC(name, type, help, fmt, v)                                                       \
 	lynn_buf_printf(&b, "# HELP lynn_" name " " help "\n# TYPE lynn_" name " " type "\nlynn_" name \
 			" " fmt "\n", v)
-	METRIC("prompt_tokens_total", "counter", "Prompt tokens processed.", "%llu",
+	METRIC("prompt_tokens_total", "counter", "Prompt tokens through the model.", "%llu",
 	       (unsigned long long)m.prompt_tokens);
 	METRIC("tokens_predicted_total", "counter", "Tokens generated.", "%llu",
 	       (unsigned long long)m.predicted_tokens);

@@ -63,6 +63,7 @@ struct srv_req {
 	int refs;
 	struct srv_req *next;     /* queue link */
 	struct lynn_gen *gen;     /* the scheduler's */
+	size_t n_fed, n_made;     /* prompt and generated tokens counted in the metrics */
 	struct srv *srv;
 };
 
