@@ -431,28 +431,33 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 {
 	const int n_vocab = lynn_model_n_vocab(e->model);
 	int64_t rows = 0, budget = max_prefill > 0 ? max_prefill : INT64_MAX, n_want = 0;
+	int64_t *take = malloc((n ? n : 1) * sizeof *take); /* prompt tokens each gen feeds; -1: none */
 	struct lynn_seq **seqs = NULL;
 	int32_t *ids = NULL;
 	bool *want = NULL;
 	float *logits = NULL;
 	int rc = 0;
 
+	if (!take)
+		return lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
 	/* rows: one per decoding gen, prompt pieces for the others */
 	for (size_t i = 0; i < n; i++) {
-		if (g[i]->r.finish)
+		const struct lynn_gen *x = g[i];
+		take[i] = -1;
+		if (x->r.finish)
 			continue;
-		if (g[i]->n_fed < g[i]->n_prompt) {
-			int64_t take = LYNN_MIN((int64_t)(g[i]->n_prompt - g[i]->n_fed), budget);
-			budget -= take;
-			rows += take;
-			n_want += g[i]->n_fed + (size_t)take == g[i]->n_prompt;
+		if (x->n_fed < x->n_prompt) {
+			take[i] = LYNN_MIN((int64_t)(x->n_prompt - x->n_fed), budget);
+			budget -= take[i];
+			rows += take[i];
+			n_want += x->n_fed + (size_t)take[i] == x->n_prompt;
 		} else {
 			rows++;
 			n_want++;
 		}
 	}
 	if (!rows)
-		return 0;
+		goto out;
 	seqs = malloc((size_t)rows * sizeof *seqs);
 	ids = malloc((size_t)rows * sizeof *ids);
 	want = malloc((size_t)rows * sizeof *want);
@@ -461,16 +466,13 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 		rc = lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
 		goto out;
 	}
-	budget = max_prefill > 0 ? max_prefill : INT64_MAX;
 	int64_t r = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct lynn_gen *x = g[i];
+		const struct lynn_gen *x = g[i];
 		if (x->r.finish)
 			continue;
 		if (x->n_fed < x->n_prompt) {
-			int64_t take = LYNN_MIN((int64_t)(x->n_prompt - x->n_fed), budget);
-			budget -= take;
-			for (int64_t k = 0; k < take; k++, r++) {
+			for (int64_t k = 0; k < take[i]; k++, r++) {
 				seqs[r] = x->seq;
 				ids[r] = x->prompt[x->n_fed + (size_t)k];
 				want[r] = x->n_fed + (size_t)k + 1 == x->n_prompt;
@@ -485,22 +487,20 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 		goto out;
 	/* sample, in row order (the order of the wanted logits) */
 	const double now = lynn_now();
-	budget = max_prefill > 0 ? max_prefill : INT64_MAX;
 	int64_t w = 0;
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct lynn_gen *x = g[i];
 		if (x->r.finish)
 			continue;
 		if (x->n_fed < x->n_prompt) {
-			int64_t take = LYNN_MIN((int64_t)(x->n_prompt - x->n_fed), budget);
-			budget -= take;
-			x->n_fed += (size_t)take;
+			x->n_fed += (size_t)take[i];
 			if (x->n_fed < x->n_prompt)
 				continue;
 		}
 		rc = gen_take(x, logits + (size_t)w++ * (size_t)n_vocab, n_vocab, now, err);
 	}
 out:
+	free(take);
 	free(seqs);
 	free(ids);
 	free(want);
