@@ -1,6 +1,6 @@
 /* check_cpu.c - src/cpu: the AVX2/FMA matmul against its portable twin and
  * against a double-precision reference, for BF16, F16 and F32 weights, the
- * decode (1-3 tokens) and prefill (many tokens) shapes, odd sizes (tails),
+ * decode (1-4 tokens) and prefill (many tokens) shapes, odd sizes (tails),
  * strided x/y, accumulate, and one call carrying several products. */
 #include <check.h>
 #include <math.h>

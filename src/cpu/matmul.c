@@ -30,7 +30,7 @@
 
 #define ROWS 4            /* weight rows per micro-tile */
 #define CHUNK 256         /* columns widened per tile (4 x 256 f32 = 4 KiB) */
-#define DECODE_MAX_TOK 3  /* up to this many tokens: in-register path */
+#define DECODE_MAX_TOK 4  /* up to this many tokens: in-register path (pairs of tokens) */
 #define PF_DIST 4096      /* bytes of weights prefetched ahead when decoding */
 #define QUANT_FEW_TOK 4   /* NVFP4 / ggml weights: up to this many tokens, their row kernels */
 

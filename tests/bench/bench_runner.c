@@ -166,11 +166,11 @@ int main(int argc, char **argv)
 		       "(%.2f tok/s), %.0f%% of the read roofline (%.2f tok/s)\n",
 		       T, bw / 1e9, rbw / 1e9, act / 1e6, P, P / best_pf, dec_tps, 100.0 * dec_tps / roof, roof,
 		       100.0 * dec_tps / rroof, rroof);
-		/* batched decode: B sequences (16-token prompts) advance together, one
+		/* batched decode: B = 2, 4, 8 sequences (16-token prompts) advance together, one
 		 * forward pass per step, as `lynn serve` runs them */
-		for (int B = 2; B <= 4; B += 2) {
-			struct lynn_seq *bs[4];
-			int32_t tok[4];
+		for (int B = 2; B <= 8; B *= 2) {
+			struct lynn_seq *bs[8];
+			int32_t tok[8];
 			float *blg = malloc((size_t)B * (size_t)V * sizeof *blg);
 			double best = 1e30;
 			for (int rep = 0; rep < 2; rep++) {
