@@ -563,6 +563,49 @@ START_TEST(test_queue_and_cancel)
 }
 END_TEST
 
+/* 24 clients at once against 2 slots and a queue of 4: each gets its
+ * completion or a 503 error object, none hangs, and the server is idle and
+ * healthy afterwards. */
+START_TEST(test_overload)
+{
+	enum { N = 24 };
+	struct job jobs[N] = { 0 };
+	int ok = 0, busy = 0;
+	start(2, 4, 4096, NULL, true);
+	for (int i = 0; i < N; i++) {
+		jobs[i].path = "/v1/completions";
+		jobs[i].body = completion_body(prompts[i % N_PROMPTS], 6, NULL);
+		ck_assert_int_eq(pthread_create(&jobs[i].th, NULL, job_run, &jobs[i]), 0);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(jobs[i].th, NULL);
+		cJSON *j = cJSON_Parse(jobs[i].h.body.data);
+		ck_assert_ptr_nonnull(j);
+		if (jobs[i].h.status == 200) {
+			ck_assert_ptr_nonnull(str_at(j, "choices.0.text"));
+			ok++;
+		} else {
+			ck_assert_int_eq(jobs[i].h.status, 503);
+			ck_assert_str_eq(str_at(j, "error.type"), "unavailable_error");
+			busy++;
+		}
+		cJSON_Delete(j);
+		lynn_buf_release(&jobs[i].h.body);
+		free(jobs[i].body);
+	}
+	ck_assert_int_ge(ok, 2);
+	ck_assert_int_eq(ok + busy, N);
+	ck_assert_int_eq(metric("lynn_requests_rejected_total"), busy);
+	ck_assert_int_eq(metric("lynn_requests_succeeded_total"), ok);
+	ck_assert_int_eq(metric("lynn_requests_processing"), 0);
+	ck_assert_int_eq(metric("lynn_requests_deferred"), 0);
+	struct http h = call("/health", NULL, NULL, 0);
+	ck_assert_int_eq(h.status, 200);
+	lynn_buf_release(&h.body);
+	stop();
+}
+END_TEST
+
 /* /tokenize and /detokenize are the tokenizer's encode and decode. */
 START_TEST(test_tokenize_endpoints)
 {
@@ -974,6 +1017,7 @@ Suite *serve_suite(void)
 	tcase_add_test(h, test_stop_strings);
 	tcase_add_test(h, test_errors);
 	tcase_add_test(h, test_queue_and_cancel);
+	tcase_add_test(h, test_overload);
 	tcase_add_test(h, test_tokenize_endpoints);
 	tcase_add_test(h, test_logprobs);
 	tcase_add_test(h, test_openai_client);
