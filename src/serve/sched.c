@@ -100,23 +100,18 @@ static void *run(void *arg)
 {
 	struct srv *s = arg;
 	const int P = s->o.parallel;
-	struct srv_req **slot = calloc((size_t)P, sizeof *slot);
-	struct lynn_gen **gens = calloc((size_t)P, sizeof *gens);
+	struct srv_req **slot = s->slot;
+	struct lynn_gen **gens = s->gens;
 	struct lynn_err err = { 0 };
 
-	if (!slot || !gens) {
-		lynn_log_error("serve: out of memory starting the scheduler");
-		free(slot);
-		free(gens);
-		return NULL;
-	}
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		int n = 0;
 		/* drop cancelled and admit queued requests */
 		for (int i = 0; i < P; i++)
 			if (slot[i] && (slot[i]->cancelled || s->stopping)) {
-				srv_fail(&slot[i]->err, 503, NULL, "the server is shutting down");
+				if (s->stopping)
+					srv_fail(&slot[i]->err, 503, NULL, "the server is shutting down");
 				finish(s, slot[i], SRV_FAILED);
 				slot[i] = NULL;
 				s->n_running--;
@@ -190,15 +185,20 @@ static void *run(void *arg)
 	}
 	s->queue_tail = NULL;
 	pthread_mutex_unlock(&s->mu);
-	free(slot);
-	free(gens);
 	return NULL;
 }
 
 int srv_sched_start(struct srv *s, struct lynn_err *err)
 {
-	if (pthread_create(&s->thread, NULL, run, s))
+	s->slot = calloc((size_t)s->o.parallel, sizeof *s->slot);
+	s->gens = calloc((size_t)s->o.parallel, sizeof *s->gens);
+	if (!s->slot || !s->gens || pthread_create(&s->thread, NULL, run, s)) {
+		free(s->slot);
+		free(s->gens);
+		s->slot = NULL;
+		s->gens = NULL;
 		return lynn_errf(err, -LYNN_ENOMEM, "serve: cannot start the scheduler thread");
+	}
 	s->thread_started = true;
 	return 0;
 }
@@ -215,6 +215,10 @@ void srv_sched_stop(struct srv *s)
 	pthread_mutex_unlock(&s->mu);
 	pthread_join(s->thread, NULL);
 	s->thread_started = false;
+	free(s->slot);
+	free(s->gens);
+	s->slot = NULL;
+	s->gens = NULL;
 }
 
 char *srv_metrics_text(struct srv *s)

@@ -85,6 +85,8 @@ struct srv {
 
 	pthread_t thread;
 	bool thread_started;
+	struct srv_req **slot;    /* the scheduler's: the running requests (parallel of them) */
+	struct lynn_gen **gens;   /* the scheduler's: their gens, for each step */
 	pthread_mutex_t mu;
 	pthread_cond_t work;      /* the scheduler waits here */
 	pthread_cond_t idle;      /* signalled when nothing is queued or running */
