@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lynn/bench.h"
 #include "lynn/buf.h"
 #include "lynn/chat.h"
 #include "lynn/engine.h"
@@ -903,6 +904,27 @@ START_TEST(test_logprobs)
 }
 END_TEST
 
+/* lynn bench (its own client, libcurl multi) against lynn serve: 4 streams
+ * at once on 2 slots, every request runs to max_tokens (ignore_eos) and the
+ * token counts agree with the server's usage. */
+START_TEST(test_bench_against_serve)
+{
+	char url[96];
+	struct lynn_err err = { 0 };
+	struct lynn_bench_level lv;
+	start(2, 8, 4096, KEY, false);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", port);
+	struct lynn_bench_opts o = { .url = url, .model = "tiny", .api_key = KEY, .prompt_tokens = 8,
+				     .max_tokens = 12, .requests = 6, .timeout_s = 60 };
+	ck_assert_int_eq(lynn_bench_level_run(&o, 4, &lv, &err), 0);
+	ck_assert_msg(lv.n_ok == 6 && lv.n_failed == 0, "%d ok, %d failed", lv.n_ok, lv.n_failed);
+	ck_assert_int_eq(lv.completion_tokens, 6 * 12);
+	ck_assert(lv.ttft_mean_s > 0 && lv.ttft_p90_s >= lv.ttft_p50_s && lv.aggregate_tps > 0);
+	ck_assert(lv.prompt_tokens_mean > 8);
+	stop();
+}
+END_TEST
+
 /* The real openai client (npm, tests/node/serve_openai.mjs) against the
  * server: its checks pass, and the text it got is the engine's. */
 START_TEST(test_openai_client)
@@ -1020,6 +1042,7 @@ Suite *serve_suite(void)
 	tcase_add_test(h, test_overload);
 	tcase_add_test(h, test_tokenize_endpoints);
 	tcase_add_test(h, test_logprobs);
+	tcase_add_test(h, test_bench_against_serve);
 	tcase_add_test(h, test_openai_client);
 	tcase_add_test(h, test_sigterm_drain);
 	tcase_set_timeout(h, 240);
