@@ -294,6 +294,25 @@ START_TEST(test_chat_equals_engine)
 	cJSON_Delete(j);
 	lynn_buf_release(&h.body);
 
+	/* vLLM's newer "reasoning" on an assistant message reaches the template as reasoning_content */
+	{
+		static const char rc_body[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":"
+					      "\"assistant\",\"content\":\"A\",\"reasoning_content\":\"mull it over\"}]}";
+		static const char r_body[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":"
+					     "\"assistant\",\"content\":\"A\",\"reasoning\":\"mull it over\"}]}";
+		char *want = NULL;
+		size_t wlen = 0;
+		ck_assert_int_eq(lynn_chat_render_request(lynn_engine_template(eng), rc_body, sizeof rc_body - 1, -1,
+							  &want, &wlen, &err), 0);
+		ck_assert_ptr_nonnull(strstr(want, "mull it over"));
+		struct http ha = call("/apply-template", r_body, NULL, 0);
+		cJSON *ja = ok_json(&ha);
+		ck_assert_str_eq(str_at(ja, "prompt"), want);
+		cJSON_Delete(ja);
+		lynn_buf_release(&ha.body);
+		free(want);
+	}
+
 	struct lynn_tok_ids ids = { 0 };
 	struct lynn_gen_result r = { 0 };
 	struct lynn_gen_opts go = { .max_tokens = 16 };

@@ -346,17 +346,15 @@ static enum MHD_Result detokenize(struct srv *s, struct MHD_Connection *c, const
 static enum MHD_Result apply_template(struct srv *s, struct MHD_Connection *c, const struct conn *cn)
 {
 	struct srv_error e;
-	struct lynn_err err = { 0 };
 	char *prompt = NULL;
 	size_t len = 0;
 	cJSON *b = body_object(cn, &e), *o;
 	if (!b)
 		return reply_error(c, &e);
+	int rc = srv_render(s, b, cn->body.data, cn->body.len, &prompt, &len, &e);
 	cJSON_Delete(b);
-	if (!s->tmpl)
-		return fail(c, 400, "messages", "the model has no chat template");
-	if (lynn_chat_render_request(s->tmpl, cn->body.data, cn->body.len, -1, &prompt, &len, &err))
-		return fail(c, 400, "messages", err.msg);
+	if (rc)
+		return reply_error(c, &e);
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "prompt", prompt);
 	free(prompt);

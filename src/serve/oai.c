@@ -361,19 +361,45 @@ static int encode(struct srv *s, const char *text, size_t len, struct srv_req *r
 	return 0;
 }
 
-static int parse_chat(struct srv *s, const cJSON *b, const char *body, size_t len,
-		      struct srv_req *r, struct srv_error *e)
+int srv_render(struct srv *s, cJSON *b, const char *body, size_t len, char **prompt, size_t *plen,
+	       struct srv_error *e)
 {
 	struct lynn_err err = { 0 };
+	cJSON *m;
+	char *alias = NULL;
+	bool aliased = false;
+	int rc;
+	if (!s->tmpl)
+		return srv_fail(e, 400, "messages", "the model has no chat template: use /v1/completions");
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(b, "messages")) {
+		cJSON *rs = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "reasoning") : NULL;
+		if (cJSON_IsString(rs) && !cJSON_GetObjectItemCaseSensitive(m, "reasoning_content")) {
+			cJSON_AddItemToObject(m, "reasoning_content", cJSON_Duplicate(rs, false));
+			aliased = true; /* re-print only then: numbers keep their spelling otherwise */
+		}
+	}
+	if (aliased && !(alias = cJSON_PrintUnformatted(b)))
+		return srv_fail(e, 500, NULL, "out of memory");
+	rc = lynn_chat_render_request(s->tmpl, alias ? alias : body, alias ? strlen(alias) : len, -1, prompt,
+				      plen, &err);
+	if (alias)
+		cJSON_free(alias);
+	if (rc)
+		return srv_fail(e, 400, "messages", "the chat template failed: %s", err.msg);
+	return 0;
+}
+
+static int parse_chat(struct srv *s, cJSON *b, const char *body, size_t len, struct srv_req *r,
+		      struct srv_error *e)
+{
 	char *prompt = NULL;
 	size_t plen = 0;
 	int rc;
 	if (!s->tmpl)
 		return srv_fail(e, 400, "messages", "the model has no chat template: use /v1/completions");
-	if (check_messages(b, e) || parse_tools(b, r, e) || parse_common(s, b, r, INT32_MAX, e))
+	if (check_messages(b, e) || parse_tools(b, r, e) || parse_common(s, b, r, INT32_MAX, e) ||
+	    srv_render(s, b, body, len, &prompt, &plen, e))
 		return -1;
-	if (lynn_chat_render_request(s->tmpl, body, len, -1, &prompt, &plen, &err))
-		return srv_fail(e, 400, "messages", "the chat template failed: %s", err.msg);
 	r->parse.in_think = lynn_chat_prompt_in_think(prompt, plen);
 	rc = encode(s, prompt, plen, r, e);
 	free(prompt);

@@ -104,6 +104,12 @@ struct srv {
 struct srv_req *srv_req_parse(struct srv *s, enum srv_kind kind, const char *body, size_t len,
 			      struct srv_error *e);
 void srv_req_free(struct srv_req *r);
+/* The chat prompt of a request body b (its text `body`): the template over
+ * its messages, tools and chat_template_kwargs. An assistant message's
+ * "reasoning" (vLLM's newer name) reaches the template as
+ * "reasoning_content" (b is edited). Heap text in *prompt. */
+int srv_render(struct srv *s, cJSON *b, const char *body, size_t len, char **prompt, size_t *plen,
+	       struct srv_error *e);
 /* The finish_reason of a finished request ("tool_calls" when calls were
  * parsed out of it). */
 const char *srv_finish_reason(const struct srv_req *r, bool has_tool_calls);
