@@ -126,13 +126,14 @@ static const char *str_at(const cJSON *o, const char *path)
 	return cJSON_IsString(o) ? o->valuestring : NULL;
 }
 
-/* What the engine generates, greedily, from `prompt` as raw text. */
-static char *engine_text(const char *prompt, int max_tokens, const char *stop)
+/* What the engine generates, greedily, from `prompt` as raw text (special
+ * tokens left out, as the server does by default). */
+static char *engine_text_opt(const char *prompt, int max_tokens, const char *stop, bool skip_special)
 {
 	struct lynn_err err = { 0 };
 	struct lynn_tok_ids ids = { 0 };
 	struct lynn_gen_result r = { 0 };
-	struct lynn_gen_opts go = { .max_tokens = max_tokens };
+	struct lynn_gen_opts go = { .max_tokens = max_tokens, .skip_special = skip_special };
 	const char *stops[1] = { stop };
 	lynn_sample_params_init(&go.sample);
 	go.stop = stops;
@@ -143,6 +144,11 @@ static char *engine_text(const char *prompt, int max_tokens, const char *stop)
 	lynn_tok_ids_release(&ids);
 	lynn_gen_result_release(&r);
 	return t;
+}
+
+static char *engine_text(const char *prompt, int max_tokens, const char *stop)
+{
+	return engine_text_opt(prompt, max_tokens, stop, true);
 }
 
 static char *completion_body(const char *prompt, int max_tokens, const char *extra)
@@ -265,9 +271,25 @@ START_TEST(test_served_equals_engine)
 		free(jobs[i].body);
 		free(want[i]);
 	}
+	/* special tokens stay in with skip_special_tokens: false (vLLM's field) */
+	char *want_first = engine_text(prompts[0], 24, NULL);
+	for (int i = 0; i < 2; i++) {
+		char *keep = engine_text_opt(prompts[i], 24, NULL, false);
+		char *b = completion_body(prompts[i], 24, "\"skip_special_tokens\":false");
+		struct http h = call("/v1/completions", b, NULL, 0);
+		cJSON *j = ok_json(&h);
+		ck_assert_str_eq(str_at(j, "choices.0.text"), keep);
+		if (i == 0) /* this prompt's greedy text has one (so the two modes differ) */
+			ck_assert(strstr(keep, "<|") && strcmp(keep, want_first));
+		cJSON_Delete(j);
+		lynn_buf_release(&h.body);
+		free(b);
+		free(keep);
+	}
+	free(want_first);
 	struct http m = call("/metrics", NULL, NULL, 0);
 	ck_assert_int_eq(m.status, 200);
-	ck_assert_ptr_nonnull(strstr(m.body.data, "\nlynn_requests_succeeded_total 18\n"));
+	ck_assert_ptr_nonnull(strstr(m.body.data, "\nlynn_requests_succeeded_total 20\n"));
 	ck_assert_ptr_nonnull(strstr(m.body.data, "\nlynn_requests_processing 0\n"));
 	lynn_buf_release(&m.body);
 	stop();
@@ -315,7 +337,7 @@ START_TEST(test_chat_equals_engine)
 
 	struct lynn_tok_ids ids = { 0 };
 	struct lynn_gen_result r = { 0 };
-	struct lynn_gen_opts go = { .max_tokens = 16 };
+	struct lynn_gen_opts go = { .max_tokens = 16, .skip_special = true };
 	struct lynn_chat_parse_opts po = { .in_think = lynn_chat_prompt_in_think(prompt, plen) };
 	struct lynn_chat_msg msg = { 0 };
 	lynn_sample_params_init(&go.sample);
@@ -944,6 +966,31 @@ START_TEST(test_bench_against_serve)
 }
 END_TEST
 
+/* lynn quant-verify with the tiny model in-process as the reference and
+ * the same model served as the variant: every answer is the same text (its
+ * eval client, the server's chat path and the in-process path agree). The
+ * random model's answers fail the quality checks, so the exit is 1. */
+START_TEST(test_quant_verify_against_serve)
+{
+	char args[256];
+	start(4, 8, 4096, NULL, false);
+	snprintf(args, sizeof args, "quant-verify --reference " TINY " --variant served=http://127.0.0.1:%d/v1 "
+		 "--max-tokens 16 --threads 2 --json", port);
+	struct tu_run r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+	cJSON *j = cJSON_Parse(r.out), *ri = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "reference"), "items");
+	cJSON *vi = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 0), "items");
+	ck_assert_int_eq(cJSON_GetArraySize(ri), 6);
+	ck_assert_int_eq(cJSON_GetArraySize(vi), 6);
+	for (int i = 0; i < 6; i++)
+		ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(vi, i), "output")->valuestring,
+				 cJSON_GetObjectItem(cJSON_GetArrayItem(ri, i), "output")->valuestring);
+	cJSON_Delete(j);
+	tu_run_free(&r);
+	stop();
+}
+END_TEST
+
 /* The real openai client (npm, tests/node/serve_openai.mjs) against the
  * server: its checks pass, and the text it got is the engine's. */
 START_TEST(test_openai_client)
@@ -1062,6 +1109,7 @@ Suite *serve_suite(void)
 	tcase_add_test(h, test_tokenize_endpoints);
 	tcase_add_test(h, test_logprobs);
 	tcase_add_test(h, test_bench_against_serve);
+	tcase_add_test(h, test_quant_verify_against_serve);
 	tcase_add_test(h, test_openai_client);
 	tcase_add_test(h, test_sigterm_drain);
 	tcase_set_timeout(h, 240);

@@ -68,6 +68,8 @@ struct lynn_gen_opts {
 	const char *const *stop;
 	int n_stop;
 	bool ignore_eos;                    /* run on past end-of-generation ids */
+	bool skip_special;                  /* the text leaves out special tokens (tokenizer.json
+					     * "special": true; Qwen's <think> and <tool_call> are not) */
 	/* Record each generated token's log-probability under the model (the
 	 * log-softmax of its raw logits, before temperature and the other
 	 * sampling settings) and the top_logprobs (0..LYNN_MAX_TOP_LOGPROBS)
@@ -100,8 +102,9 @@ enum lynn_gen_finish {
 struct lynn_gen_result {
 	struct lynn_tok_ids ids;   /* generated ids (the eos id included if hit) */
 	struct lynn_gen_logprob *logprobs; /* one per id when opts.logprobs, else NULL */
-	struct lynn_buf text;      /* decoded text (special tokens kept, the final end-of-generation
-				    * token and any stop string left out), empty without a tokenizer */
+	struct lynn_buf text;      /* decoded text (special tokens kept unless opts.skip_special; the
+				    * final end-of-generation token and any stop string left out),
+				    * empty without a tokenizer */
 	size_t n_prompt;
 	enum lynn_gen_finish finish;
 	bool stopped_eos;          /* finish == LYNN_GEN_EOS */

@@ -267,7 +267,7 @@ struct lynn_gen *lynn_gen_create(struct lynn_engine *e, const int32_t *prompt, s
 	for (int i = 0; i < opts->n_stop; i++)
 		g->stop_max = LYNN_MAX(g->stop_max, strlen(opts->stop[i]));
 	if (e->tok)
-		lynn_tok_stream_init(&g->ts, e->tok, 0);
+		lynn_tok_stream_init(&g->ts, e->tok, opts->skip_special ? LYNN_TOK_F_SKIP_SPECIAL : 0);
 	g->t_start = lynn_now();
 	if (opts->max_tokens <= 0) {
 		g->r.finish = LYNN_GEN_LENGTH;

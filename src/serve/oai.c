@@ -222,6 +222,7 @@ static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_
 	int64_t top_k = 0, seed = -1, max = def_max;
 	const cJSON *so;
 
+	r->gopts.skip_special = true; /* as vLLM: special tokens stay out of the text */
 	if (v && !cJSON_IsNull(v)) {
 		if (!cJSON_IsString(v))
 			return srv_fail(e, 400, "model", "'model' must be a string");
@@ -235,6 +236,7 @@ static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_
 	    get_int(b, "seed", -9.2e18, 9.2e18, &seed, e) || get_int(b, "max_tokens", 1, 1 << 30, &max, e) ||
 	    get_int(b, "max_completion_tokens", 1, 1 << 30, &max, e) ||
 	    get_bool(b, "stream", &r->stream, e) || get_bool(b, "ignore_eos", &r->gopts.ignore_eos, e) ||
+	    get_bool(b, "skip_special_tokens", &r->gopts.skip_special, e) ||
 	    parse_stop(b, r, e))
 		return -1;
 	if (top_p <= 0)
