@@ -151,12 +151,15 @@ static char *engine_text(const char *prompt, int max_tokens, const char *stop)
 	return engine_text_opt(prompt, max_tokens, stop, true);
 }
 
+/* A /v1/completions body: greedy unless `extra` (more fields, JSON text
+ * without braces) sets the temperature. */
 static char *completion_body(const char *prompt, int max_tokens, const char *extra)
 {
 	cJSON *b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "prompt", prompt);
 	cJSON_AddNumberToObject(b, "max_tokens", max_tokens);
-	cJSON_AddNumberToObject(b, "temperature", 0);
+	if (!extra || !strstr(extra, "\"temperature\""))
+		cJSON_AddNumberToObject(b, "temperature", 0);
 	char *s = cJSON_PrintUnformatted(b), *out;
 	cJSON_Delete(b);
 	if (!extra)
@@ -365,6 +368,44 @@ START_TEST(test_chat_equals_engine)
 }
 END_TEST
 
+/* n choices are n requests with seeds seed, seed + 1, …: each choice is
+ * the text one request with that seed gives, sampled (temperature 1). */
+START_TEST(test_n_choices)
+{
+	char extra[96];
+	start(4, 8, 4096, NULL, false);
+	snprintf(extra, sizeof extra, "\"temperature\":1,\"seed\":41,\"n\":3,\"stop\":\"zzz\"");
+	char *b = completion_body(prompts[1], 16, extra);
+	struct http h = call("/v1/completions", b, NULL, 0);
+	cJSON *j = ok_json(&h), *ch = cJSON_GetObjectItem(j, "choices");
+	ck_assert_int_eq(cJSON_GetArraySize(ch), 3);
+	int completion = 0, distinct = 0;
+	const char *prev = NULL;
+	for (int i = 0; i < 3; i++) {
+		cJSON *c = cJSON_GetArrayItem(ch, i);
+		ck_assert_int_eq((int)tu_num(c, "index"), i);
+		snprintf(extra, sizeof extra, "\"temperature\":1,\"seed\":%d", 41 + i);
+		char *b1 = completion_body(prompts[1], 16, extra);
+		struct http h1 = call("/v1/completions", b1, NULL, 0);
+		cJSON *j1 = ok_json(&h1);
+		const char *t = cJSON_GetObjectItem(c, "text")->valuestring;
+		ck_assert_str_eq(t, str_at(j1, "choices.0.text"));
+		completion += (int)tu_num(cJSON_GetObjectItem(j1, "usage"), "completion_tokens");
+		distinct += !prev || strcmp(prev, t) != 0;
+		prev = t;
+		cJSON_Delete(j1);
+		lynn_buf_release(&h1.body);
+		free(b1);
+	}
+	ck_assert_int_ge(distinct, 2); /* different seeds, different samples */
+	ck_assert_int_eq((int)tu_num(cJSON_GetObjectItem(j, "usage"), "completion_tokens"), completion);
+	cJSON_Delete(j);
+	lynn_buf_release(&h.body);
+	free(b);
+	stop();
+}
+END_TEST
+
 /* A stop string ends the text where it first occurs (it is not part of
  * it), streamed or not; a string whose first character occurs but which
  * itself never does is held back and then released, so nothing is lost. */
@@ -462,8 +503,10 @@ static const struct {
 	  400, "invalid_request_error", "max_tokens" },
 	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1.5}", KEY,
 	  400, "invalid_request_error", "max_tokens" },
-	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", KEY, 400,
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":17}", KEY, 400,
 	  "invalid_request_error", "n" },
+	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2,\"stream\":true}",
+	  KEY, 400, "invalid_request_error", "n" },
 	{ "/v1/chat/completions",
 	  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{\"include_usage\":true}}", KEY,
 	  400, "invalid_request_error", "stream_options" },
@@ -746,7 +789,7 @@ START_TEST(test_tool_call_response)
 {
 	struct srv s = { .model_name = "tiny" };
 	struct srv_req *r = tool_call_req();
-	char *js = srv_chat_response(&s, r);
+	char *js = srv_response(&s, &r, 1);
 	cJSON *j = cJSON_Parse(js);
 	ck_assert_ptr_nonnull(j);
 	ck_assert_str_eq(str_at(j, "choices.0.message.content"), "Sure.");
@@ -761,7 +804,7 @@ START_TEST(test_tool_call_response)
 	lynn_buf_reset(&r->res.text);
 	lynn_buf_puts(&r->res.text, strstr(tc_text, "<tool_call>"));
 	r->parse.in_think = false;
-	js = srv_chat_response(&s, r);
+	js = srv_response(&s, &r, 1);
 	j = cJSON_Parse(js);
 	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
 		cJSON_GetObjectItem(j, "choices"), 0), "message"), "content")));
@@ -1103,6 +1146,7 @@ Suite *serve_suite(void)
 	tcase_add_test(h, test_served_equals_engine);
 	tcase_add_test(h, test_chat_equals_engine);
 	tcase_add_test(h, test_stop_strings);
+	tcase_add_test(h, test_n_choices);
 	tcase_add_test(h, test_errors);
 	tcase_add_test(h, test_queue_and_cancel);
 	tcase_add_test(h, test_overload);

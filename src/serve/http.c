@@ -196,35 +196,55 @@ static enum MHD_Result completion(struct srv *s, struct MHD_Connection *c, enum 
 		MHD_destroy_response(resp);
 		return ret;
 	}
-	/* not streamed: wait here, checking every second that the client is still there */
+	/* not streamed: the body's n choices are n requests; wait here for all,
+	 * checking every second that the client is still there */
+	struct srv_req *rs[SRV_MAX_CHOICES] = { r };
+	int n = 1;
+	while (n < r->n_choices) {
+		if (!(rs[n] = srv_req_clone(r, r->gopts.sample.seed + (uint64_t)n)) || srv_submit(s, rs[n], &e)) {
+			if (!rs[n])
+				srv_fail(&e, 500, NULL, "out of memory");
+			srv_req_free(rs[n]);
+			for (int i = 0; i < n; i++)
+				srv_release(s, rs[i]);
+			return reply_error(c, &e);
+		}
+		n++;
+	}
+	int busy = 0, failed = -1;
 	pthread_mutex_lock(&s->mu);
-	while (r->state == SRV_QUEUED || r->state == SRV_RUNNING) {
+	for (;;) {
+		busy = 0;
+		for (int i = 0; i < n; i++)
+			busy += rs[i]->state == SRV_QUEUED || rs[i]->state == SRV_RUNNING;
+		if (!busy)
+			break;
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 1;
-		while ((r->state == SRV_QUEUED || r->state == SRV_RUNNING) &&
-		       pthread_cond_timedwait(&r->cv, &s->mu, &until) != ETIMEDOUT)
-			;
+		for (int i = 0; i < n; i++)
+			while ((rs[i]->state == SRV_QUEUED || rs[i]->state == SRV_RUNNING) &&
+			       pthread_cond_timedwait(&rs[i]->cv, &s->mu, &until) != ETIMEDOUT)
+				;
 		pthread_mutex_unlock(&s->mu);
 		bool gone = client_gone(c);
 		pthread_mutex_lock(&s->mu);
 		if (gone)
 			break;
 	}
-	enum srv_state state = r->state;
+	for (int i = 0; i < n && failed < 0; i++)
+		if (rs[i]->state == SRV_FAILED)
+			failed = i;
 	pthread_mutex_unlock(&s->mu);
-	if (state == SRV_QUEUED || state == SRV_RUNNING) { /* the client left */
-		srv_release(s, r);
-		return MHD_NO;
-	}
-	enum MHD_Result ret;
-	if (state == SRV_FAILED) {
-		ret = reply_error(c, &r->err);
-	} else {
-		char *j = kind == SRV_CHAT ? srv_chat_response(s, r) : srv_completion_response(s, r);
+	enum MHD_Result ret = MHD_NO; /* the client left: no reply */
+	if (failed >= 0) {
+		ret = reply_error(c, &rs[failed]->err);
+	} else if (!busy) {
+		char *j = srv_response(s, rs, n);
 		ret = j ? reply(c, 200, "application/json", j) : fail(c, 500, NULL, "out of memory");
 	}
-	srv_release(s, r);
+	for (int i = 0; i < n; i++)
+		srv_release(s, rs[i]);
 	return ret;
 }
 

@@ -145,9 +145,6 @@ static int refuse_unsupported(const cJSON *b, struct srv_error *e)
 	if ((v = cJSON_GetObjectItemCaseSensitive(b, "repetition_penalty")) && !cJSON_IsNull(v) &&
 	    !(cJSON_IsNumber(v) && v->valuedouble == 1))
 		return srv_fail(e, 400, "repetition_penalty", "'repetition_penalty' is not supported by lynn serve");
-	if ((v = cJSON_GetObjectItemCaseSensitive(b, "n")) && !cJSON_IsNull(v) &&
-	    !(cJSON_IsNumber(v) && v->valuedouble == 1))
-		return srv_fail(e, 400, "n", "'n' must be 1 (one choice per request)");
 	if ((v = cJSON_GetObjectItemCaseSensitive(b, "response_format")) && !cJSON_IsNull(v)) {
 		const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
 		if (!cJSON_IsString(t))
@@ -254,6 +251,12 @@ static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_
 	}
 	if (parse_logprobs(b, r, e))
 		return -1;
+	int64_t n = 1;
+	if (get_int(b, "n", 1, SRV_MAX_CHOICES, &n, e))
+		return -1;
+	if (n > 1 && r->stream)
+		return srv_fail(e, 400, "n", "'n' > 1 is not supported with stream: true");
+	r->n_choices = (int)n;
 	lynn_sample_params_init(&r->gopts.sample);
 	r->gopts.sample.temperature = (float)temp;
 	r->gopts.sample.top_p = (float)top_p;
@@ -610,19 +613,18 @@ static char *finish_json(cJSON *o)
 	return s;
 }
 
-char *srv_chat_response(struct srv *s, struct srv_req *r)
+/* Choice i of a chat response: the text parsed into content, reasoning and
+ * tool calls. NULL when out of memory. */
+static cJSON *chat_choice(struct srv *s, struct srv_req *r, int i)
 {
 	struct lynn_chat_msg msg = { 0 };
 	struct lynn_err err = { 0 };
-	cJSON *o, *ch, *c, *m;
+	cJSON *c, *m;
 	if (lynn_chat_parse(r->res.text.data ? r->res.text.data : "", r->res.text.len, &r->parse, &msg,
 			    &err))
 		return NULL;
-	o = response_new(s, r, "chat.completion");
-	ch = cJSON_AddArrayToObject(o, "choices");
 	c = cJSON_CreateObject();
-	cJSON_AddItemToArray(ch, c);
-	cJSON_AddNumberToObject(c, "index", 0);
+	cJSON_AddNumberToObject(c, "index", i);
 	m = cJSON_AddObjectToObject(c, "message");
 	cJSON_AddStringToObject(m, "role", "assistant");
 	if (msg.n_tool_calls && !(msg.content && msg.content[0]))
@@ -633,38 +635,91 @@ char *srv_chat_response(struct srv *s, struct srv_req *r)
 		cJSON_AddStringToObject(m, "reasoning_content", msg.reasoning_content);
 	if (msg.n_tool_calls) {
 		cJSON *tc = cJSON_AddArrayToObject(m, "tool_calls");
-		for (size_t i = 0; i < msg.n_tool_calls; i++) {
+		for (size_t k = 0; k < msg.n_tool_calls; k++) {
 			cJSON *t = cJSON_CreateObject(), *f;
 			char id[40];
 			random_id(id, sizeof id, "call_");
 			cJSON_AddStringToObject(t, "id", id);
 			cJSON_AddStringToObject(t, "type", "function");
 			f = cJSON_AddObjectToObject(t, "function");
-			cJSON_AddStringToObject(f, "name", msg.tool_calls[i].name);
-			cJSON_AddStringToObject(f, "arguments", msg.tool_calls[i].arguments);
+			cJSON_AddStringToObject(f, "name", msg.tool_calls[k].name);
+			cJSON_AddStringToObject(f, "arguments", msg.tool_calls[k].arguments);
 			cJSON_AddItemToArray(tc, t);
 		}
 	}
 	cJSON_AddItemToObject(c, "logprobs", chat_logprobs(s, r));
 	cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(r, msg.n_tool_calls > 0));
-	cJSON_AddItemToObject(o, "usage", srv_usage(r));
 	lynn_chat_msg_release(&msg);
-	return finish_json(o);
+	return c;
 }
 
-char *srv_completion_response(struct srv *s, struct srv_req *r)
+static cJSON *completion_choice(struct srv *s, struct srv_req *r, int i)
 {
-	cJSON *o = response_new(s, r, "text_completion"), *ch = cJSON_AddArrayToObject(o, "choices");
 	cJSON *c = cJSON_CreateObject();
-	cJSON_AddItemToArray(ch, c);
-	cJSON_AddNumberToObject(c, "index", 0);
 	char *t = strndup(r->res.text.data ? r->res.text.data : "", r->res.text.len);
+	cJSON_AddNumberToObject(c, "index", i);
 	cJSON_AddStringToObject(c, "text", t ? t : "");
 	free(t);
 	cJSON_AddItemToObject(c, "logprobs", completion_logprobs(s, r));
 	cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(r, false));
-	cJSON_AddItemToObject(o, "usage", srv_usage(r));
+	return c;
+}
+
+char *srv_response(struct srv *s, struct srv_req *const *r, int n)
+{
+	cJSON *o = response_new(s, r[0], r[0]->kind == SRV_CHAT ? "chat.completion" : "text_completion");
+	cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *u;
+	size_t completion = 0;
+	for (int i = 0; i < n; i++) {
+		cJSON *c = r[i]->kind == SRV_CHAT ? chat_choice(s, r[i], i) : completion_choice(s, r[i], i);
+		if (!c) {
+			cJSON_Delete(o);
+			return NULL;
+		}
+		cJSON_AddItemToArray(ch, c);
+		completion += r[i]->res.ids.n;
+	}
+	u = cJSON_AddObjectToObject(o, "usage");
+	cJSON_AddNumberToObject(u, "prompt_tokens", (double)r[0]->prompt.n);
+	cJSON_AddNumberToObject(u, "completion_tokens", (double)completion);
+	cJSON_AddNumberToObject(u, "total_tokens", (double)(r[0]->prompt.n + completion));
 	return finish_json(o);
+}
+
+struct srv_req *srv_req_clone(const struct srv_req *r, uint64_t seed)
+{
+	struct srv_req *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	pthread_cond_init(&c->cv, NULL);
+	c->kind = r->kind;
+	memcpy(c->id, r->id, sizeof c->id);
+	c->created = r->created;
+	c->stream = r->stream;
+	c->include_usage = r->include_usage;
+	c->n_choices = 1;
+	c->srv = r->srv;
+	c->parse = r->parse;
+	c->gopts = r->gopts;
+	c->gopts.sample.seed = seed;
+	c->parse.tools_json = NULL;
+	if (r->tools_json && !(c->tools_json = strdup(r->tools_json)))
+		goto fail;
+	c->parse.tools_json = c->tools_json;
+	if (r->n_stop && !(c->stop = calloc((size_t)r->n_stop, sizeof *c->stop)))
+		goto fail;
+	for (; c->n_stop < r->n_stop; c->n_stop++)
+		if (!(c->stop[c->n_stop] = strdup(r->stop[c->n_stop])))
+			goto fail;
+	c->gopts.stop = (const char *const *)c->stop;
+	if (!(c->prompt.ids = malloc(r->prompt.n * sizeof *c->prompt.ids)))
+		goto fail;
+	memcpy(c->prompt.ids, r->prompt.ids, r->prompt.n * sizeof *c->prompt.ids);
+	c->prompt.n = c->prompt.cap = r->prompt.n;
+	return c;
+fail:
+	srv_req_free(c);
+	return NULL;
 }
 
 /* ===== streamed responses: server-sent events ===== */

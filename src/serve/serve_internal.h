@@ -37,6 +37,8 @@ char *srv_error_json(const struct srv_error *e);
 
 enum srv_kind { SRV_CHAT, SRV_COMPLETION };
 
+#define SRV_MAX_CHOICES 16
+
 enum srv_state { SRV_QUEUED, SRV_RUNNING, SRV_DONE, SRV_FAILED };
 
 /* One completion request, shared by its connection thread and the
@@ -46,6 +48,7 @@ struct srv_req {
 	char id[40];              /* "chatcmpl-…" / "cmpl-…" */
 	int64_t created;
 	bool stream, include_usage;
+	int n_choices;            /* the body's n: this request and n - 1 clones */
 	struct lynn_chat_parse_opts parse;
 	char *tools_json;         /* parse.tools_json's storage (the request's tools) */
 	char **stop;
@@ -113,9 +116,12 @@ int srv_render(struct srv *s, cJSON *b, const char *body, size_t len, char **pro
 /* The finish_reason of a finished request ("tool_calls" when calls were
  * parsed out of it). */
 const char *srv_finish_reason(const struct srv_req *r, bool has_tool_calls);
-/* Whole responses (heap JSON text). */
-char *srv_chat_response(struct srv *s, struct srv_req *r);
-char *srv_completion_response(struct srv *s, struct srv_req *r);
+/* The whole response (heap JSON text) of n finished requests, the n
+ * choices of one body (index i = r[i]); NULL when out of memory. */
+char *srv_response(struct srv *s, struct srv_req *const *r, int n);
+/* Another choice of the same request: a copy with its own sampling seed
+ * (not queued, refs 0). */
+struct srv_req *srv_req_clone(const struct srv_req *r, uint64_t seed);
 /* A chunk object with the request's id, object, created and model; the
  * caller adds "choices" (and "usage"). */
 cJSON *srv_chunk_new(struct srv *s, const struct srv_req *r);
