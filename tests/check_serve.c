@@ -338,6 +338,26 @@ START_TEST(test_chat_equals_engine)
 		free(want);
 	}
 
+	/* tool_choice "none": the model is not shown the tools */
+	{
+		static const char plain[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}";
+		static const char none[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}],\"tools\":[{\"type\":"
+					   "\"function\",\"function\":{\"name\":\"get_weather\"}}],\"tool_choice\":\"none\"}";
+		static const char tools[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}],\"tools\":[{\"type\":"
+					    "\"function\",\"function\":{\"name\":\"get_weather\"}}]}";
+		struct http hp = call("/apply-template", plain, NULL, 0), hn = call("/apply-template", none, NULL, 0);
+		struct http ht = call("/apply-template", tools, NULL, 0);
+		cJSON *jp = ok_json(&hp), *jn = ok_json(&hn), *jt = ok_json(&ht);
+		ck_assert_str_eq(str_at(jn, "prompt"), str_at(jp, "prompt"));
+		ck_assert_ptr_nonnull(strstr(str_at(jt, "prompt"), "get_weather")); /* shown when not "none" */
+		cJSON_Delete(jp);
+		cJSON_Delete(jn);
+		cJSON_Delete(jt);
+		lynn_buf_release(&hp.body);
+		lynn_buf_release(&hn.body);
+		lynn_buf_release(&ht.body);
+	}
+
 	struct lynn_tok_ids ids = { 0 };
 	struct lynn_gen_result r = { 0 };
 	struct lynn_gen_opts go = { .max_tokens = 16, .skip_special = true };
@@ -809,6 +829,28 @@ START_TEST(test_tool_call_response)
 	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
 		cJSON_GetObjectItem(j, "choices"), 0), "message"), "content")));
 	ck_assert_str_eq(str_at(j, "choices.0.message.tool_calls.0.function.name"), "get_weather");
+	cJSON_Delete(j);
+	free(js);
+	/* tool_choice "none": the call stays text in the content, streamed or not */
+	r->parse.no_tools = true;
+	r->parse.tools_json = NULL;
+	js = srv_response(&s, &r, 1);
+	j = cJSON_Parse(js);
+	const char *content = str_at(j, "choices.0.message.content");
+	ck_assert_ptr_nonnull(content);
+	ck_assert_ptr_nonnull(strstr(content, "<tool_call>\n<function=get_weather>"));
+	ck_assert_ptr_null(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
+		cJSON_GetObjectItem(j, "choices"), 0), "message"), "tool_calls"));
+	ck_assert_str_eq(str_at(j, "choices.0.finish_reason"), "stop");
+	struct srv_events ev;
+	struct lynn_err err = { 0 };
+	ck_assert_int_eq(srv_events_init(&ev, &s, r, &err), 0);
+	for (size_t i = 0; i < r->res.text.len; i += 3)
+		srv_events_text(&ev, r->res.text.data + i, LYNN_MIN(3, r->res.text.len - i));
+	r->state = SRV_DONE;
+	srv_events_end(&ev);
+	ck_assert_ptr_null(strstr(ev.out.data, "tool_calls"));
+	srv_events_release(&ev);
 	cJSON_Delete(j);
 	free(js);
 	srv_req_free(r);

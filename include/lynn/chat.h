@@ -100,6 +100,9 @@ struct lynn_chat_parse_opts {
 	 * converted by the parameter's JSON-schema type (string stays a string;
 	 * integer/number/boolean/null/object/array parse as JSON when they can). */
 	const char *tools_json;
+	/* Tool calls are not parsed (tool_choice "none"): "<tool_call>" blocks
+	 * stay in the content as text. */
+	bool no_tools;
 };
 
 /* Parse a whole generated text. Rules (vLLM's qwen3 reasoning and qwen3_coder tool parsers):

@@ -349,7 +349,8 @@ static int parse_tools(const cJSON *b, struct srv_req *r, struct srv_error *e)
 					"tool_choice must be \"auto\" or \"none\": \"required\" and named "
 					"functions need constrained decoding, which lynn serve does not do");
 	}
-	if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0) {
+	r->parse.no_tools = cJSON_IsString(choice) && !strcmp(choice->valuestring, "none");
+	if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0 && !r->parse.no_tools) {
 		if (!(r->tools_json = cJSON_PrintUnformatted(tools)))
 			return srv_fail(e, 500, NULL, "out of memory");
 		r->parse.tools_json = r->tools_json;
@@ -380,8 +381,16 @@ int srv_render(struct srv *s, cJSON *b, const char *body, size_t len, char **pro
 		cJSON *rs = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "reasoning") : NULL;
 		if (cJSON_IsString(rs) && !cJSON_GetObjectItemCaseSensitive(m, "reasoning_content")) {
 			cJSON_AddItemToObject(m, "reasoning_content", cJSON_Duplicate(rs, false));
-			aliased = true; /* re-print only then: numbers keep their spelling otherwise */
+			aliased = true; /* re-printed only when edited: numbers keep their spelling */
 		}
+	}
+	/* tool_choice "none": the model is not shown the tools (and its text is
+	 * not searched for calls: parse.no_tools) */
+	const cJSON *choice = cJSON_GetObjectItemCaseSensitive(b, "tool_choice");
+	if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "none") &&
+	    cJSON_GetObjectItemCaseSensitive(b, "tools")) {
+		cJSON_DeleteItemFromObjectCaseSensitive(b, "tools");
+		aliased = true;
 	}
 	if (aliased && !(alias = cJSON_PrintUnformatted(b)))
 		return srv_fail(e, 500, NULL, "out of memory");

@@ -110,7 +110,8 @@ void srv_req_free(struct srv_req *r);
 /* The chat prompt of a request body b (its text `body`): the template over
  * its messages, tools and chat_template_kwargs. An assistant message's
  * "reasoning" (vLLM's newer name) reaches the template as
- * "reasoning_content" (b is edited). Heap text in *prompt. */
+ * "reasoning_content"; with tool_choice "none" the tools are left out (b is
+ * edited). Heap text in *prompt. */
 int srv_render(struct srv *s, cJSON *b, const char *body, size_t len, char **prompt, size_t *plen,
 	       struct srv_error *e);
 /* The finish_reason of a finished request ("tool_calls" when calls were

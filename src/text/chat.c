@@ -368,6 +368,7 @@ struct lynn_chat_stream {
 	int state;
 	bool drop_close;        /* reasoning ended at <tool_call>: drop the next stray </think> */
 	bool in_think;          /* the prompt left a think block open */
+	bool no_tools;          /* <tool_call> is text */
 	struct lynn_buf pending; /* text not yet decided */
 	struct chan content, reason;
 	cJSON *tools;
@@ -675,6 +676,7 @@ struct lynn_chat_stream *lynn_chat_stream_create(const struct lynn_chat_parse_op
 	}
 	s->state = S_START;
 	s->in_think = opts && opts->in_think;
+	s->no_tools = opts && opts->no_tools;
 	if (opts && opts->tools_json) {
 		s->tools = cJSON_Parse(opts->tools_json);
 		if (!cJSON_IsArray(s->tools)) {
@@ -753,8 +755,10 @@ static int step(struct lynn_chat_stream *s, struct lynn_chat_msg *d, bool final)
 			continue;
 		}
 		if (s->state == S_REASON) {
-			const char *e = find(p, n, TAG_ENDTHINK), *t = find(p, n, TAG_TC);
-			static const char *const tags[] = { TAG_ENDTHINK, TAG_TC, NULL };
+			const char *e = find(p, n, TAG_ENDTHINK), *t = s->no_tools ? NULL : find(p, n, TAG_TC);
+			static const char *const tags_tc[] = { TAG_ENDTHINK, TAG_TC, NULL };
+			static const char *const tags_no_tc[] = { TAG_ENDTHINK, NULL };
+			const char *const *tags = s->no_tools ? tags_no_tc : tags_tc;
 			if (e && (!t || e < t)) {
 				rc |= chan_emit(&s->reason, &d->reasoning_content, p, (size_t)(e - p));
 				consume(&s->pending, (size_t)(e - p) + 8);
@@ -774,7 +778,8 @@ static int step(struct lynn_chat_stream *s, struct lynn_chat_msg *d, bool final)
 			return rc;
 		}
 		if (s->state == S_CONTENT) {
-			const char *t = find(p, n, TAG_TC), *e = s->drop_close ? find(p, n, TAG_ENDTHINK) : NULL;
+			const char *t = s->no_tools ? NULL : find(p, n, TAG_TC);
+			const char *e = s->drop_close ? find(p, n, TAG_ENDTHINK) : NULL;
 			static const char *const tags1[] = { TAG_TC, NULL };
 			static const char *const tags2[] = { TAG_TC, TAG_ENDTHINK, NULL };
 			if (e && (!t || e < t)) {
@@ -789,7 +794,8 @@ static int step(struct lynn_chat_stream *s, struct lynn_chat_msg *d, bool final)
 				s->state = S_TOOL;
 				continue;
 			}
-			size_t keep = final ? 0 : partial_tag(p, n, s->drop_close ? tags2 : tags1);
+			/* drop_close is only set by a call, so never with no_tools */
+			size_t keep = final || s->no_tools ? 0 : partial_tag(p, n, s->drop_close ? tags2 : tags1);
 			rc |= chan_emit(&s->content, &d->content, p, n - keep);
 			consume(&s->pending, n - keep);
 			return rc;
