@@ -4,7 +4,7 @@
  * Input: the first byte picks the target. Even: the rest is a template, parsed and rendered with
  * a small chat context under tight limits (render errors are fine; crashes, leaks and unbounded
  * work are not). Odd: the rest is generated text for lynn_chat_parse and the streaming parser fed
- * in uneven pieces, which must agree.
+ * in uneven pieces, which must agree (bit 1: in_think, bit 7: no_tools).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -50,7 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	{
-		struct lynn_chat_parse_opts o = { .in_think = (data[0] & 2) != 0, .tools_json = TOOLS };
+		struct lynn_chat_parse_opts o = { .in_think = (data[0] & 2) != 0, .tools_json = TOOLS,
+						  .no_tools = (data[0] & 0x80) != 0 };
 		struct lynn_chat_msg whole, acc = { 0 };
 		struct lynn_chat_stream *s;
 		const char *text = (const char *)data + 1;
