@@ -530,9 +530,6 @@ static const struct {
 	{ "/v1/chat/completions",
 	  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{\"include_usage\":true}}", KEY,
 	  400, "invalid_request_error", "stream_options" },
-	{ "/v1/chat/completions",
-	  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"stream\":true}", KEY, 400,
-	  "invalid_request_error", "logprobs" },
 	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", KEY,
 	  400, "invalid_request_error", "top_logprobs" },
 	{ "/v1/chat/completions",
@@ -1019,6 +1016,36 @@ START_TEST(test_logprobs)
 		for (int k = 1; k < 3; k++)
 			ck_assert(tu_num(cJSON_GetArrayItem(alts, k), "logprob") <=
 				  tu_num(cJSON_GetArrayItem(alts, k - 1), "logprob"));
+	}
+	/* streamed: the chunks' logprobs, joined, are the whole response's */
+	for (int chat = 0; chat < 2; chat++) {
+		const char *path = chat ? "/v1/chat/completions" : "/v1/completions";
+		const char *whole_b = chat ? "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":8,"
+					     "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3}"
+					   : "{\"prompt\":\"Once upon a time\",\"max_tokens\":10,\"temperature\":0,\"logprobs\":3}";
+		char stream_b[256];
+		snprintf(stream_b, sizeof stream_b, "%.*s,\"stream\":true}", (int)strlen(whole_b) - 1, whole_b);
+		struct http hw = call(path, whole_b, NULL, 0), hs = call(path, stream_b, NULL, 0);
+		cJSON *jw = ok_json(&hw);
+		cJSON *lw = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(jw, "choices"), 0), "logprobs");
+		cJSON *want = cJSON_Duplicate(cJSON_GetObjectItem(lw, chat ? "content" : "token_logprobs"), true);
+		cJSON *got = cJSON_CreateArray();
+		for (const char *p = hs.body.data; (p = strstr(p, "data: {"));) {
+			const char *e = strstr(p, "\n\n");
+			cJSON *c = cJSON_ParseWithLength(p + 6, (size_t)(e - p - 6));
+			cJSON *lp = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "choices"), 0), "logprobs"), *x;
+			cJSON_ArrayForEach(x, cJSON_GetObjectItem(lp, chat ? "content" : "token_logprobs"))
+				cJSON_AddItemToArray(got, cJSON_Duplicate(x, true));
+			cJSON_Delete(c);
+			p = e;
+		}
+		ck_assert_int_gt(cJSON_GetArraySize(want), 0);
+		ck_assert_msg(cJSON_Compare(got, want, true), "%s: streamed logprobs differ", path);
+		cJSON_Delete(got);
+		cJSON_Delete(want);
+		cJSON_Delete(jw);
+		lynn_buf_release(&hw.body);
+		lynn_buf_release(&hs.body);
 	}
 	cJSON_Delete(j);
 	lynn_buf_release(&h.body);

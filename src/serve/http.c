@@ -132,16 +132,22 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 1;
 		pthread_mutex_lock(&s->mu);
-		while (!r->pending.len && (r->state == SRV_QUEUED || r->state == SRV_RUNNING) && !timed_out)
+		while (!r->pending.len && !r->pending_lp.n && (r->state == SRV_QUEUED || r->state == SRV_RUNNING) &&
+		       !timed_out)
 			timed_out = pthread_cond_timedwait(&r->cv, &s->mu, &until) == ETIMEDOUT;
-		struct lynn_buf got = r->pending; /* taken whole; parsed outside the lock */
+		/* taken whole; turned into events outside the lock */
+		struct lynn_buf got = r->pending;
+		struct srv_lps lps = r->pending_lp;
 		memset(&r->pending, 0, sizeof r->pending);
+		memset(&r->pending_lp, 0, sizeof r->pending_lp);
 		state = r->state;
 		pthread_mutex_unlock(&s->mu);
-		const size_t n_new = got.len;
-		if (n_new)
-			srv_events_text(&st->ev, got.data, n_new);
+		const size_t n_new = got.len + lps.n;
+		if (got.len)
+			srv_events_text(&st->ev, got.data, got.len);
+		srv_events_logprobs(&st->ev, &lps);
 		lynn_buf_release(&got);
+		srv_lps_release(&lps);
 		if (state == SRV_FAILED || state == SRV_DONE) {
 			srv_events_end(&st->ev);
 			st->ended = true;

@@ -68,6 +68,7 @@ void srv_req_free(struct srv_req *r)
 	free(r->tools_json);
 	lynn_tok_ids_release(&r->prompt);
 	lynn_buf_release(&r->pending);
+	srv_lps_release(&r->pending_lp);
 	lynn_gen_result_release(&r->res);
 	lynn_gen_free(r->gen);
 	pthread_cond_destroy(&r->cv);
@@ -186,7 +187,7 @@ static int parse_stop(const cJSON *b, struct srv_req *r, struct srv_error *e)
 }
 
 /* Chat: logprobs (bool) + top_logprobs (0..20); completions: logprobs (the
- * number of top ids, 0..20). Whole responses only. */
+ * number of top ids, 0..20). */
 static int parse_logprobs(const cJSON *b, struct srv_req *r, struct srv_error *e)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, "logprobs");
@@ -204,8 +205,6 @@ static int parse_logprobs(const cJSON *b, struct srv_req *r, struct srv_error *e
 			return -1;
 		r->gopts.logprobs = true;
 	}
-	if (r->gopts.logprobs && r->stream)
-		return srv_fail(e, 400, "logprobs", "'logprobs' are not supported with stream: true");
 	r->gopts.top_logprobs = (int)top;
 	return 0;
 }
@@ -537,55 +536,61 @@ static size_t n_logprob_ids(const struct srv_req *r)
 	return r->res.ids.n - (r->res.finish == LYNN_GEN_EOS && r->res.ids.n ? 1 : 0);
 }
 
-/* Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]} */
-static cJSON *chat_logprobs(struct srv *s, const struct srv_req *r)
+/* Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]} for n
+ * tokens. */
+static cJSON *chat_logprobs(struct srv *s, const int32_t *ids, const struct lynn_gen_logprob *lps,
+			    size_t n)
 {
-	const size_t n = n_logprob_ids(r);
-	if (!r->res.logprobs)
-		return cJSON_CreateNull();
 	cJSON *o = cJSON_CreateObject(), *c = cJSON_AddArrayToObject(o, "content");
 	for (size_t i = 0; i < n; i++) {
-		const struct lynn_gen_logprob *lp = &r->res.logprobs[i];
-		cJSON *t = token_logprob(s->tok, r->res.ids.ids[i], lp->logprob);
+		cJSON *t = token_logprob(s->tok, ids[i], lps[i].logprob);
 		cJSON *top = cJSON_AddArrayToObject(t, "top_logprobs");
-		for (int k = 0; k < lp->n_top; k++)
-			cJSON_AddItemToArray(top, token_logprob(s->tok, lp->top_ids[k], lp->top_logprobs[k]));
+		for (int k = 0; k < lps[i].n_top; k++)
+			cJSON_AddItemToArray(top, token_logprob(s->tok, lps[i].top_ids[k], lps[i].top_logprobs[k]));
 		cJSON_AddItemToArray(c, t);
 	}
 	return o;
 }
 
 /* Completions (the legacy form): tokens, token_logprobs, top_logprobs (one
- * {token: logprob} object per position), text_offset. */
-static cJSON *completion_logprobs(struct srv *s, const struct srv_req *r)
+ * {token: logprob} object per position), text_offset (from *offset, which
+ * advances by the tokens' bytes). */
+static cJSON *completion_logprobs(struct srv *s, const int32_t *ids, const struct lynn_gen_logprob *lps,
+				  size_t n, size_t *offset)
 {
-	const size_t n = n_logprob_ids(r);
-	if (!r->res.logprobs)
-		return cJSON_CreateNull();
 	cJSON *o = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(o, "tokens");
-	cJSON *lps = cJSON_AddArrayToObject(o, "token_logprobs"), *tops = cJSON_AddArrayToObject(o, "top_logprobs");
+	cJSON *lpa = cJSON_AddArrayToObject(o, "token_logprobs"), *tops = cJSON_AddArrayToObject(o, "top_logprobs");
 	cJSON *offs = cJSON_AddArrayToObject(o, "text_offset");
-	size_t off = 0;
 	for (size_t i = 0; i < n; i++) {
-		const struct lynn_gen_logprob *lp = &r->res.logprobs[i];
 		const uint8_t *bytes;
 		size_t len;
-		char *t = token_text(s->tok, r->res.ids.ids[i], &bytes, &len);
+		char *t = token_text(s->tok, ids[i], &bytes, &len);
 		cJSON_AddItemToArray(toks, cJSON_CreateString(t ? t : ""));
-		cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp->logprob));
-		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-		off += len;
+		cJSON_AddItemToArray(lpa, cJSON_CreateNumber(lps[i].logprob));
+		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
+		*offset += len;
 		free(t);
 		cJSON *top = cJSON_CreateObject();
-		for (int k = 0; k < lp->n_top; k++) {
-			char *tt = token_text(s->tok, lp->top_ids[k], &bytes, &len);
+		for (int k = 0; k < lps[i].n_top; k++) {
+			char *tt = token_text(s->tok, lps[i].top_ids[k], &bytes, &len);
 			if (tt && !cJSON_GetObjectItemCaseSensitive(top, tt))
-				cJSON_AddNumberToObject(top, tt, lp->top_logprobs[k]);
+				cJSON_AddNumberToObject(top, tt, lps[i].top_logprobs[k]);
 			free(tt);
 		}
 		cJSON_AddItemToArray(tops, top);
 	}
 	return o;
+}
+
+/* A finished request's logprobs, or null when not asked for. */
+static cJSON *response_logprobs(struct srv *s, const struct srv_req *r)
+{
+	size_t offset = 0;
+	if (!r->res.logprobs)
+		return cJSON_CreateNull();
+	return r->kind == SRV_CHAT ? chat_logprobs(s, r->res.ids.ids, r->res.logprobs, n_logprob_ids(r))
+				   : completion_logprobs(s, r->res.ids.ids, r->res.logprobs, n_logprob_ids(r),
+							 &offset);
 }
 
 static cJSON *response_new(struct srv *s, const struct srv_req *r, const char *object)
@@ -656,7 +661,7 @@ static cJSON *chat_choice(struct srv *s, struct srv_req *r, int i)
 			cJSON_AddItemToArray(tc, t);
 		}
 	}
-	cJSON_AddItemToObject(c, "logprobs", chat_logprobs(s, r));
+	cJSON_AddItemToObject(c, "logprobs", response_logprobs(s, r));
 	cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(r, msg.n_tool_calls > 0));
 	lynn_chat_msg_release(&msg);
 	return c;
@@ -669,7 +674,7 @@ static cJSON *completion_choice(struct srv *s, struct srv_req *r, int i)
 	cJSON_AddNumberToObject(c, "index", i);
 	cJSON_AddStringToObject(c, "text", t ? t : "");
 	free(t);
-	cJSON_AddItemToObject(c, "logprobs", completion_logprobs(s, r));
+	cJSON_AddItemToObject(c, "logprobs", response_logprobs(s, r));
 	cJSON_AddStringToObject(c, "finish_reason", srv_finish_reason(r, false));
 	return c;
 }
@@ -857,6 +862,30 @@ void srv_events_text(struct srv_events *st, const char *text, size_t len)
 {
 	lynn_buf_append(&st->text, text, len);
 	events_flush(st, false);
+}
+
+void srv_lps_release(struct srv_lps *l)
+{
+	free(l->ids);
+	free(l->lp);
+	memset(l, 0, sizeof *l);
+}
+
+void srv_events_logprobs(struct srv_events *st, const struct srv_lps *l)
+{
+	cJSON *delta, *o, *lp;
+	if (!l->n)
+		return;
+	o = chunk(st, &delta, NULL);
+	if (st->r->kind == SRV_CHAT) {
+		lp = chat_logprobs(st->s, l->ids, l->lp, l->n);
+	} else {
+		cJSON_AddStringToObject(delta, "text", "");
+		lp = completion_logprobs(st->s, l->ids, l->lp, l->n, &st->lp_offset);
+	}
+	cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "logprobs",
+					       lp);
+	sse(st, o);
 }
 
 void srv_events_end(struct srv_events *st)

@@ -31,6 +31,35 @@ static void on_text(void *ud, const char *text, size_t len)
 	pthread_mutex_unlock(&r->srv->mu);
 }
 
+/* A streamed request's new logprob entries -> pending_lp (under mu; a final
+ * end-of-generation id is left out, as its text is). */
+static void queue_logprobs(struct srv_req *r)
+{
+	const struct lynn_gen_result *g = lynn_gen_result(r->gen);
+	const size_t upto = g->ids.n - (g->finish == LYNN_GEN_EOS && g->ids.n ? 1 : 0);
+	struct srv_lps *l = &r->pending_lp;
+	if (upto <= r->n_lp_queued)
+		return;
+	const size_t need = l->n + upto - r->n_lp_queued;
+	if (need > l->cap) {
+		size_t cap = need * 2;
+		int32_t *ids = realloc(l->ids, cap * sizeof *ids);
+		if (ids)
+			l->ids = ids;
+		struct lynn_gen_logprob *lp = ids ? realloc(l->lp, cap * sizeof *lp) : NULL;
+		if (!lp)
+			return; /* out of memory: these entries go with the next step's */
+		l->lp = lp;
+		l->cap = cap;
+	}
+	for (size_t i = r->n_lp_queued; i < upto; i++, l->n++) {
+		l->ids[l->n] = g->ids.ids[i];
+		l->lp[l->n] = g->logprobs[i];
+	}
+	r->n_lp_queued = upto;
+	pthread_cond_broadcast(&r->cv);
+}
+
 int srv_submit(struct srv *s, struct srv_req *r, struct srv_error *e)
 {
 	int rc = 0;
@@ -164,6 +193,8 @@ static void *run(void *arg)
 			s->m.predicted_tokens += made - r->n_made;
 			r->n_fed = fed;
 			r->n_made = made;
+			if (r->stream && r->gopts.logprobs)
+				queue_logprobs(r);
 			if (rc)
 				srv_fail(&r->err, 500, NULL, "generation failed: %s", err.msg);
 			else if (!lynn_gen_finished(r->gen))

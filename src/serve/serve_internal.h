@@ -41,6 +41,14 @@ enum srv_kind { SRV_CHAT, SRV_COMPLETION };
 
 enum srv_state { SRV_QUEUED, SRV_RUNNING, SRV_DONE, SRV_FAILED };
 
+/* Generated ids with their log-probabilities. */
+struct srv_lps {
+	int32_t *ids;
+	struct lynn_gen_logprob *lp;
+	size_t n, cap;
+};
+void srv_lps_release(struct srv_lps *l);
+
 /* One completion request, shared by its connection thread and the
  * scheduler; freed when both have let go (refs, under srv.mu). */
 struct srv_req {
@@ -60,6 +68,8 @@ struct srv_req {
 	enum srv_state state;
 	bool cancelled;           /* the client went away */
 	struct lynn_buf pending;  /* text generated and not yet taken by the connection */
+	struct srv_lps pending_lp; /* streamed logprobs not yet taken (the same way) */
+	size_t n_lp_queued;       /* logprob entries moved to pending_lp so far */
 	struct lynn_gen_result res; /* once SRV_DONE */
 	struct srv_error err;     /* once SRV_FAILED */
 	pthread_cond_t cv;        /* signalled on new text and at the end */
@@ -141,9 +151,13 @@ struct srv_events {
 	struct lynn_buf out;           /* events not yet sent */
 	struct lynn_buf text;
 	int n_calls;
+	size_t lp_offset;              /* completions' text_offset so far */
 };
 int srv_events_init(struct srv_events *ev, struct srv *s, struct srv_req *r, struct lynn_err *err);
 void srv_events_text(struct srv_events *ev, const char *text, size_t len);
+/* Log-probabilities of the tokens generated since the last call (a chunk
+ * whose delta is empty, or whose text is "", with the logprobs object). */
+void srv_events_logprobs(struct srv_events *ev, const struct srv_lps *l);
 /* r has ended (SRV_DONE or SRV_FAILED). */
 void srv_events_end(struct srv_events *ev);
 void srv_events_release(struct srv_events *ev);
