@@ -107,12 +107,17 @@ struct lynn_gen_result {
 				    * empty without a tokenizer */
 	size_t n_prompt;
 	enum lynn_gen_finish finish;
-	bool stopped_eos;          /* finish == LYNN_GEN_EOS */
 	bool nonfinite;            /* some logits were NaN or Inf */
 	double t_prefill_s;        /* prompt processing, until the first token's logits */
 	double t_decode_s;         /* the rest */
 };
 void lynn_gen_result_release(struct lynn_gen_result *r);
+/* The generated ids that make the text: all but a final end-of-generation
+ * id. */
+static inline size_t lynn_gen_n_text_ids(const struct lynn_gen_result *r)
+{
+	return r->ids.n - (r->finish == LYNN_GEN_EOS && r->ids.n ? 1 : 0);
+}
 
 /* Generate from `prompt` (n ids) on a fresh sequence. End-of-generation ids:
  * the model's eos list (generation_config.json) and the tokenizer's. Caller

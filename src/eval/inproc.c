@@ -76,7 +76,7 @@ int lynn_eval_engine_gen(void *ud, const struct lynn_chat_req *reqs, size_t n,
 			}
 			out.text = body;
 			out.reasoning = reasoning ? reasoning : "";
-			out.finish_reason = res.stopped_eos ? "stop" : "length";
+			out.finish_reason = res.finish == LYNN_GEN_EOS ? "stop" : "length";
 			out.completion_tokens = (int)res.ids.n;
 			out.latency_s = res.t_prefill_s + res.t_decode_s;
 			out.attempts = 1;

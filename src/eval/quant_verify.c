@@ -901,7 +901,7 @@ int lynn_qv_generate_one(struct lynn_engine *e, const char *prompt, int max_toke
 	    (rc = lynn_engine_generate(e, ids.ids, ids.n, &go, &r, err)))
 		goto out;
 	/* the answer's ids: the final end-of-generation id is not text */
-	size_t n = r.ids.n - (r.stopped_eos && r.ids.n ? 1 : 0);
+	size_t n = lynn_gen_n_text_ids(&r);
 	if ((rc = lynn_tok_decode(lynn_engine_tok(e), r.ids.ids, n, LYNN_TOK_F_SKIP_SPECIAL, &text,
 				  err)))
 		goto out;

@@ -348,7 +348,6 @@ static void gen_end(struct lynn_gen *g, enum lynn_gen_finish why, double now)
 		lynn_tok_stream_flush(&g->ts, &g->r.text);
 	g->r.finish = why;
 	gen_emit(g, true);
-	g->r.stopped_eos = g->r.finish == LYNN_GEN_EOS;
 	g->r.t_decode_s = now - g->t_first;
 }
 

@@ -527,15 +527,6 @@ static cJSON *token_logprob(const struct lynn_tok *tok, int32_t id, float lp)
 	return o;
 }
 
-/* The generated ids with logprobs (a final end-of-generation id left out,
- * as its text is). */
-static size_t n_logprob_ids(const struct srv_req *r)
-{
-	if (!r->res.logprobs)
-		return 0;
-	return r->res.ids.n - (r->res.finish == LYNN_GEN_EOS && r->res.ids.n ? 1 : 0);
-}
-
 /* Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]} for n
  * tokens. */
 static cJSON *chat_logprobs(struct srv *s, const int32_t *ids, const struct lynn_gen_logprob *lps,
@@ -585,12 +576,12 @@ static cJSON *completion_logprobs(struct srv *s, const int32_t *ids, const struc
 /* A finished request's logprobs, or null when not asked for. */
 static cJSON *response_logprobs(struct srv *s, const struct srv_req *r)
 {
+	const size_t n = lynn_gen_n_text_ids(&r->res); /* a final end-of-generation id has no text */
 	size_t offset = 0;
 	if (!r->res.logprobs)
 		return cJSON_CreateNull();
-	return r->kind == SRV_CHAT ? chat_logprobs(s, r->res.ids.ids, r->res.logprobs, n_logprob_ids(r))
-				   : completion_logprobs(s, r->res.ids.ids, r->res.logprobs, n_logprob_ids(r),
-							 &offset);
+	return r->kind == SRV_CHAT ? chat_logprobs(s, r->res.ids.ids, r->res.logprobs, n)
+				   : completion_logprobs(s, r->res.ids.ids, r->res.logprobs, n, &offset);
 }
 
 static cJSON *response_new(struct srv *s, const struct srv_req *r, const char *object)
@@ -611,12 +602,12 @@ cJSON *srv_chunk_new(struct srv *s, const struct srv_req *r)
 	return response_new(s, r, r->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
 }
 
-cJSON *srv_usage(const struct srv_req *r)
+cJSON *srv_usage(size_t prompt_tokens, size_t completion_tokens)
 {
 	cJSON *u = cJSON_CreateObject();
-	cJSON_AddNumberToObject(u, "prompt_tokens", (double)r->prompt.n);
-	cJSON_AddNumberToObject(u, "completion_tokens", (double)r->res.ids.n);
-	cJSON_AddNumberToObject(u, "total_tokens", (double)(r->prompt.n + r->res.ids.n));
+	cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt_tokens);
+	cJSON_AddNumberToObject(u, "completion_tokens", (double)completion_tokens);
+	cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt_tokens + completion_tokens));
 	return u;
 }
 
@@ -682,7 +673,7 @@ static cJSON *completion_choice(struct srv *s, struct srv_req *r, int i)
 char *srv_response(struct srv *s, struct srv_req *const *r, int n)
 {
 	cJSON *o = response_new(s, r[0], r[0]->kind == SRV_CHAT ? "chat.completion" : "text_completion");
-	cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *u;
+	cJSON *ch = cJSON_AddArrayToObject(o, "choices");
 	size_t completion = 0;
 	for (int i = 0; i < n; i++) {
 		cJSON *c = r[i]->kind == SRV_CHAT ? chat_choice(s, r[i], i) : completion_choice(s, r[i], i);
@@ -693,10 +684,7 @@ char *srv_response(struct srv *s, struct srv_req *const *r, int n)
 		cJSON_AddItemToArray(ch, c);
 		completion += r[i]->res.ids.n;
 	}
-	u = cJSON_AddObjectToObject(o, "usage");
-	cJSON_AddNumberToObject(u, "prompt_tokens", (double)r[0]->prompt.n);
-	cJSON_AddNumberToObject(u, "completion_tokens", (double)completion);
-	cJSON_AddNumberToObject(u, "total_tokens", (double)(r[0]->prompt.n + completion));
+	cJSON_AddItemToObject(o, "usage", srv_usage(r[0]->prompt.n, completion));
 	return finish_json(o);
 }
 
@@ -836,7 +824,7 @@ static void events_flush(struct srv_events *st, bool end)
 	if (st->r->include_usage) {
 		o = srv_chunk_new(st->s, st->r);
 		cJSON_AddArrayToObject(o, "choices");
-		cJSON_AddItemToObject(o, "usage", srv_usage(st->r));
+		cJSON_AddItemToObject(o, "usage", srv_usage(st->r->prompt.n, st->r->res.ids.n));
 		sse(st, o);
 	}
 }

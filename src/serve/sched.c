@@ -36,7 +36,7 @@ static void on_text(void *ud, const char *text, size_t len)
 static void queue_logprobs(struct srv_req *r)
 {
 	const struct lynn_gen_result *g = lynn_gen_result(r->gen);
-	const size_t upto = g->ids.n - (g->finish == LYNN_GEN_EOS && g->ids.n ? 1 : 0);
+	const size_t upto = lynn_gen_n_text_ids(g);
 	struct srv_lps *l = &r->pending_lp;
 	if (upto <= r->n_lp_queued)
 		return;

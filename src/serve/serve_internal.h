@@ -137,7 +137,7 @@ struct srv_req *srv_req_clone(const struct srv_req *r, uint64_t seed);
  * caller adds "choices" (and "usage"). */
 cJSON *srv_chunk_new(struct srv *s, const struct srv_req *r);
 /* {"prompt_tokens","completion_tokens","total_tokens"} */
-cJSON *srv_usage(const struct srv_req *r);
+cJSON *srv_usage(size_t prompt_tokens, size_t completion_tokens);
 
 /* A streamed response's events (chat.completion.chunk or text_completion
  * objects as "data: …" lines): the role chunk at init, content, reasoning
