@@ -16,20 +16,10 @@ ${CC:-cc} -O3 -std=c11 -D_GNU_SOURCE -Iinclude tests/bench/bench_runner.c build/
   -lm -pthread -o build/bench_runner
 echo "== engine alone: $dir"
 build/bench_runner "$dir" 64 32 "${THREADS:-2}"
-err=$(mktemp)
-./lynn serve --model "$dir" --port 0 --parallel 4 --threads "${THREADS:-2}" 2> "$err" &
-pid=$!
-port=""
-for i in $(seq 1 100); do
-	port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$err")
-	[ -n "$port" ] && break
-	sleep 0.2
-done
-[ -n "$port" ] || { cat "$err"; kill $pid; exit 3; }
+. tests/tools/serve_start.sh
+serve_start --model "$dir" --parallel 4 --threads "${THREADS:-2}" || exit 3
 echo "== lynn serve (4 parallel) under lynn bench"
-./lynn bench --endpoint "http://127.0.0.1:$port/v1" --concurrency 1,2,4 --prompt-tokens 8 \
+./lynn bench --endpoint "http://127.0.0.1:$serve_port/v1" --concurrency 1,2,4 --prompt-tokens 8 \
 	--max-tokens 64 --requests 8 --json || status=$?
-kill -TERM $pid
-wait $pid
-rm -f "$err"
+serve_stop
 exit ${status:-0}

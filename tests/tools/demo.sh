@@ -14,24 +14,17 @@ sh tests/tools/demo_eval.sh
 [ -d tests/fixtures/qwen35moe-tiny ] && { echo "== lynn quant-verify (tiny model vs its f32 copy and a Q8_0 GGUF of it; random weights, so quality fails)"; ./lynn quant-verify --reference tests/fixtures/qwen35moe-tiny --variant f32=tests/fixtures/qwen35moe-tiny-text-f32 --variant q8_0=tests/fixtures/gguf/tiny-q8_0.gguf --max-tokens 16 || true; }
 if test -d tests/fixtures/qwen35moe-tiny; then
 	echo "== lynn serve (tiny model): one chat completion over HTTP, then SIGTERM drains it"
-	err=$(mktemp)
-	./lynn serve --model tests/fixtures/qwen35moe-tiny --port 0 --threads 1 2> "$err" &
-	pid=$!
-	port=""
-	for i in $(seq 1 100); do
-		port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$err")
-		[ -n "$port" ] && break
-		sleep 0.1
-	done
-	/usr/bin/python3 - "$port" <<'PY' || echo "demo: the request failed"
+	. tests/tools/serve_start.sh
+	serve_start --model tests/fixtures/qwen35moe-tiny --threads 1
+	/usr/bin/python3 - "$serve_port" <<'PY' || echo "demo: the request failed"
 import json, sys, urllib.request
 body = {"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 12, "temperature": 0}
 req = urllib.request.Request("http://127.0.0.1:%s/v1/chat/completions" % sys.argv[1],
                              json.dumps(body).encode(), {"Content-Type": "application/json"})
 print(json.dumps(json.load(urllib.request.urlopen(req, timeout=60)), indent=1, ensure_ascii=False))
 PY
-	kill -TERM $pid
-	wait $pid
-	cat "$err"
-	rm -f "$err"
+	kill -TERM "$serve_pid"
+	wait "$serve_pid"
+	cat "$serve_err"
+	rm -f "$serve_err"
 fi
