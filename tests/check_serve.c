@@ -1205,6 +1205,27 @@ START_TEST(test_cli)
 }
 END_TEST
 
+/* A port already in use is a runtime failure (exit 3) naming the address. */
+static enum MHD_Result busy_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+				    const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+	return tu_http_reply(c, 200, "{}");
+}
+
+START_TEST(test_port_in_use)
+{
+	int taken = 0;
+	struct MHD_Daemon *d = tu_http_start(busy_handler, NULL, &taken);
+	char args[128], where[64];
+	snprintf(args, sizeof args, "serve --model " TINY " --port %d", taken);
+	snprintf(where, sizeof where, "127.0.0.1:%d", taken);
+	struct tu_run r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 3 && strstr(r.err, where), "exit %d: %s", r.status, r.err);
+	tu_run_free(&r);
+	MHD_stop_daemon(d);
+}
+END_TEST
+
 Suite *serve_suite(void)
 {
 	Suite *s = suite_create("serve");
@@ -1212,6 +1233,7 @@ Suite *serve_suite(void)
 	tcase_add_test(u, test_tool_call_response);
 	tcase_add_test(u, test_tool_call_stream);
 	tcase_add_test(u, test_cli);
+	tcase_add_test(u, test_port_in_use);
 	tcase_add_test(h, test_served_equals_engine);
 	tcase_add_test(h, test_chat_equals_engine);
 	tcase_add_test(h, test_stop_strings);
