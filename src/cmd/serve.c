@@ -27,7 +27,7 @@ static const char usage[] =
 	"connections are refused, running requests finish, then the server exits 0.\n"
 	"\n"
 	"  --model PATH            a model folder (BF16/F16/F32/NVFP4) or a .gguf file\n"
-	"  --served-model-name N   the model id clients use (default: the folder's name)\n"
+	"  --served-model-name N   the model id clients use (default: the folder's or file's name)\n"
 	"  --port N                0 = any free port (the line on stderr names it)\n"
 	"  --ctx-size N            tokens per request, prompt + completion\n"
 	"  --max-prefill N         prompt tokens per batch step (long prompts are fed in\n"
