@@ -93,6 +93,10 @@ $(BUILD)/kernels/%.o: kernels/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
+# The runner benchmark (tests/bench/runner.sh, llama_cpp.sh, runner_cuda.sh).
+$(BUILD)/bench_runner: tests/bench/bench_runner.c $(LIB)
+	$(CC) $(CFLAGS) -O3 -o $@ $< $(LIB) $(LDLIBS)
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^

@@ -169,6 +169,10 @@ int lynn_cuda_nvfp4_linear_run(struct lynn_cublas *b, const struct lynn_cuda_nvf
 			       const void *d_x, int m, void *d_scratch, void *d_y,
 			       lynn_stream_t stream, struct lynn_err *err);
 
+/* Device-to-device copy bandwidth of the current device, bytes read plus
+ * written per second (best of 5 copies of 1 GiB), or negative. */
+double lynn_cuda_copy_bandwidth(void);
+
 /* The current device's compute capability (major*10 + minor), or negative. */
 int lynn_cuda_device_cc(struct lynn_err *err);
 

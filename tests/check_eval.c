@@ -1149,8 +1149,8 @@ START_TEST(test_profile_bad_input)
 		{ "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir %s/broken --out %s", "b.jsonl' line 2" },
 		{ "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir %s/broken --out %s --max-tokens 0",
 		  "--max-tokens" },
-		{ "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir %s/broken --out %s --device cuda",
-		  "cpu" },
+		{ "profile --model " FIXTURES "/qwen35moe-tiny --prompts-dir %s/broken --out %s --device gpu",
+		  "--device" },
 		{ "profile --model %s/none --prompts-dir %s/good --out %s", "none" },
 		{ "profile --model %s --prompts-dir %s/good --out %s", "config.json" },
 	};

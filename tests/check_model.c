@@ -580,7 +580,7 @@ START_TEST(test_cli_logits_generate)
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --top-p 0", "top_p" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --threads 0", "--threads" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --bogus", "" },
-		{ "logits --model " FIXTURES "/qwen35moe-tiny --ids 1 --out /tmp/lynn-never.safetensors --device cuda",
+		{ "logits --model " FIXTURES "/qwen35moe-tiny --ids 1 --out /tmp/lynn-never.safetensors --device gpu",
 		  "--device" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --adapter /nonexistent",
 		  "nonexistent" },
@@ -596,6 +596,86 @@ START_TEST(test_cli_logits_generate)
 	r = tu_sh(args, NULL);
 	tu_run_free(&r);
 	free(dir);
+}
+END_TEST
+
+/* The CUDA runner against the CPU runner on each tiny checkpoint: a prefill
+ * of every position, then decoding, then three sequences' rows interleaved
+ * in one pass. Both compute in f32 with the same weights (dense
+ * checkpoints: the f32 activation meets the weight as it is), so they differ
+ * by summation order only. Needs a CUDA build and a GPU (tag cuda). */
+#define TOL_CUDA_VS_CPU 1e-4
+
+static struct lynn_model *open_on(const char *path, enum lynn_device d, struct lynn_err *err)
+{
+	struct lynn_model_opts o = { .n_threads = 2, .device = d };
+	return lynn_model_open(path, &o, err);
+}
+
+static double max_diff(const float *a, const float *b, int64_t n)
+{
+	double mx = 0;
+	for (int64_t i = 0; i < n; i++)
+		mx = fmax(mx, fabs((double)a[i] - b[i]));
+	return mx;
+}
+
+START_TEST(test_cuda_matches_cpu)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_model *g = open_on(models[_i], LYNN_DEVICE_CUDA, &err);
+	if (!g) {
+		fprintf(stderr, "check_model: %s; CUDA runner test skipped\n", err.msg);
+		return;
+	}
+	ck_assert_str_eq(lynn_model_device(g), "cuda");
+	struct lynn_model *c = open_on(models[_i], LYNN_DEVICE_CPU, &err);
+	ck_assert_msg(c != NULL, "%s", err.msg);
+	ck_assert_str_eq(lynn_model_device(c), "cpu");
+	const struct lynn_tensor *ids = ref("ids", "long");
+	const int32_t *id = ids->data;
+	int64_t T = ids->n_elems, V = lynn_model_n_vocab(c), P = T - 8;
+	float *lg = malloc((size_t)(T * V) * sizeof(float)), *lc = malloc((size_t)(T * V) * sizeof(float));
+	struct lynn_seq *sg = lynn_seq_create(g, &err), *sc = lynn_seq_create(c, &err);
+	ck_assert(sg && sc);
+	ck_assert_int_eq(lynn_model_prefill(g, sg, id, P, true, lg, &err), 0);
+	ck_assert_int_eq(lynn_model_prefill(c, sc, id, P, true, lc, &err), 0);
+	for (int64_t t = P; t < T; t++) {
+		ck_assert_int_eq(lynn_model_decode(g, 1, &sg, id + t, lg + t * V, &err), 0);
+		ck_assert_int_eq(lynn_model_decode(c, 1, &sc, id + t, lc + t * V, &err), 0);
+	}
+	double d = max_diff(lg, lc, T * V);
+	fprintf(stderr, "cuda vs cpu %s: max|d| %.3g over %lld positions\n", models[_i], d, (long long)T);
+	ck_assert_msg(d <= TOL_CUDA_VS_CPU, "%s: max|d| %g", models[_i], d);
+	compare_logits(lg, ref("logits", "long")->data, T, V, "cuda vs HF");
+	/* interleaved rows of three sequences, one of them continuing */
+	struct lynn_seq *g3[3] = { sg, lynn_seq_create(g, &err), lynn_seq_create(g, &err) };
+	struct lynn_seq *c3[3] = { sc, lynn_seq_create(c, &err), lynn_seq_create(c, &err) };
+	int pick[9] = { 1, 2, 0, 1, 1, 2, 0, 2, 1 };
+	struct lynn_seq *rg[9], *rc[9];
+	int32_t tok[9];
+	for (int r = 0; r < 9; r++) {
+		rg[r] = g3[pick[r]];
+		rc[r] = c3[pick[r]];
+		tok[r] = id[(r * 7) % T];
+	}
+	ck_assert_int_eq(lynn_model_forward(g, 9, rg, tok, NULL, lg, &err), 0);
+	ck_assert_int_eq(lynn_model_forward(c, 9, rc, tok, NULL, lc, &err), 0);
+	d = max_diff(lg, lc, 9 * V);
+	ck_assert_msg(d <= TOL_CUDA_VS_CPU, "%s interleaved: max|d| %g", models[_i], d);
+	ck_assert_int_eq(lynn_seq_pos(g3[1]), 4);
+	/* reset: a fresh sequence again */
+	lynn_seq_reset(g3[1]);
+	ck_assert_int_eq(lynn_model_prefill(g, g3[1], id, 5, true, lg, &err), 0);
+	compare_logits(lg, ref("logits", "long")->data, 5, V, "cuda after reset");
+	for (int k = 0; k < 3; k++) {
+		lynn_seq_free(g3[k]);
+		lynn_seq_free(c3[k]);
+	}
+	free(lg);
+	free(lc);
+	lynn_model_close(g);
+	lynn_model_close(c);
 }
 END_TEST
 
@@ -615,5 +695,11 @@ Suite *model_suite(void)
 	tcase_add_loop_test(tc, test_lora_matches_peft, 0, 2);
 	tcase_add_test(tc, test_cli_logits_generate);
 	suite_add_tcase(s, tc);
+	TCase *tg = tcase_create("cuda");
+	tcase_set_tags(tg, "cuda");
+	tcase_set_timeout(tg, 120);
+	tcase_add_unchecked_fixture(tg, open_refs, close_refs);
+	tcase_add_loop_test(tg, test_cuda_matches_cpu, 0, 4);
+	suite_add_tcase(s, tg);
 	return s;
 }

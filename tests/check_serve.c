@@ -1192,7 +1192,7 @@ START_TEST(test_cli)
 		{ "serve --model " TINY " --port 70000", "--port" },
 		{ "serve --model " TINY " --parallel 0", "--parallel" },
 		{ "serve --model " TINY " --ctx-size 1", "--ctx-size" },
-		{ "serve --model " TINY " --device cuda", "cpu" },
+		{ "serve --model " TINY " --device gpu", "--device" },
 		{ "serve --model " TINY " --host not-an-address --port 0", "--host" },
 		{ "serve --model /nonexistent/model --port 0", "/nonexistent/model" },
 	};

@@ -29,6 +29,7 @@ struct lynn_engine;
 struct lynn_engine_opts {
 	int n_threads;         /* <= 0: all cores */
 	const char *adapter;   /* PEFT adapter folder or NULL */
+	enum lynn_device device; /* AUTO (0): lynn_model_opts */
 };
 
 /* Open `model_dir` (see lynn_model_open) with its tokenizer and template when

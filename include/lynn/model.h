@@ -7,8 +7,10 @@
  * many tokens of one sequence (prefill) or one token of many sequences
  * (batched decode).
  *
- * Weights are never copied: matrices are read from the checkpoint's mmap and
- * widened to f32 in the kernels (include/lynn/cpu.h). Small vectors (norms,
+ * On the CPU, weights are never copied: matrices are read from the
+ * checkpoint's mmap and widened to f32 in the kernels (include/lynn/cpu.h).
+ * On a CUDA device (kernels/runner.cu) they are copied to device memory at
+ * open and the states live there; the same calls apply. Small vectors (norms,
  * conv taps, A_log, dt_bias) are converted to f32 at load. All arithmetic is
  * f32; KV caches and DeltaNet states are f32.
  *
@@ -29,10 +31,26 @@
 struct lynn_model;
 struct lynn_seq;
 
+/* Where the forward pass runs. AUTO: the CUDA device when lynn was built
+ * with CUDA, a device is present and the model can run there (a
+ * safetensors folder: BF16/F16/F32 or NVFP4 weights), else the CPU. The
+ * environment variable LYNN_DEVICE (cpu, cuda, auto) replaces AUTO. */
+enum lynn_device {
+	LYNN_DEVICE_AUTO = 0,
+	LYNN_DEVICE_CPU,
+	LYNN_DEVICE_CUDA,
+};
+
 struct lynn_model_opts {
 	int n_threads;          /* <= 0: all cores */
 	enum lynn_cpu_isa isa;  /* LYNN_CPU_AUTO unless testing a kernel */
+	enum lynn_device device;
 };
+
+/* "cpu", "cuda" or "auto" -> the device (-1 for anything else). */
+int lynn_device_parse(const char *s);
+/* The device a model runs on: "cpu" or "cuda". */
+const char *lynn_model_device(const struct lynn_model *m);
 
 /* Open the model folder at `path`: config.json (+ generation_config.json)
  * and the safetensors checkpoint, and bind every decoder weight. A missing

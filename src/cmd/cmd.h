@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "lynn/err.h"
+#include "lynn/model.h"
 
 struct lynn_cmd {
 	const char *name;
@@ -32,7 +33,7 @@ int cmd_opt_long(const char *cmd, const char *opt, const char *s, long lo, long 
 int cmd_opt_double(const char *cmd, const char *opt, const char *s, double lo, double hi,
 		   double *out);
 /* --device: the runner is CPU-only, so anything but "cpu" is a usage error (2). */
-int cmd_opt_device(const char *cmd, const char *s);
+int cmd_opt_device(const char *cmd, const char *s, enum lynn_device *out);
 /* Handle the options every command takes (-q, -v): returns true if `opt`
  * was one of them. */
 bool cmd_common_opt(int opt);

@@ -65,6 +65,7 @@ static void usage(FILE *f)
 		"  --resume             reuse the output cache of an earlier run\n"
 		"  --think              thinking on (reasoning kept apart from the graded answer)\n"
 		"  --threads N          in-process: worker threads (default: all cores)\n"
+		"  --device D           in-process: cpu, cuda or auto (default auto: the GPU when there is one)\n"
 		"daily-mix:\n"
 		"  --suite v8,v9        compare models (repeat --model, optional --label each)\n"
 		"  --json               print the daily-mix report as JSON\n"
@@ -161,6 +162,7 @@ static int gen_client(void *ud, const struct lynn_chat_req *reqs, size_t n, lynn
 
 struct gen_opts {
 	int concurrency, retries, threads;
+	enum lynn_device device;
 	double timeout_s, backoff_s;
 	bool think;
 };
@@ -209,7 +211,7 @@ static int source_open(struct source *src, const char *model, const char *adapte
 		return lynn_errf(err, -LYNN_ENOTFOUND, "eval: adapter folder '%s' not found", adapter);
 	{
 		/* in-process: the engine, with the adapter attached (switched per request) */
-		struct lynn_engine_opts eo = { go->threads, adapter };
+		struct lynn_engine_opts eo = { go->threads, adapter, go->device };
 		double t0 = lynn_now();
 		src->engine = lynn_engine_open(model, &eo, err);
 		if (!src->engine)
@@ -612,7 +614,7 @@ int cmd_eval(int argc, char **argv)
 {
 	enum { O_ADAPTER = 256, O_BASE, O_PROMPTS, O_PROMPTS_DIR, O_OUTPUT, O_OUT_DIR, O_TAG, O_RUNNER,
 	       O_SANITY_JSON, O_SANITY_PASS, O_CONC, O_RESUME, O_SUITE, O_LABEL, O_THINK, O_TIMEOUT,
-	       O_RETRIES, O_BACKOFF, O_JSON, O_THREADS };
+	       O_RETRIES, O_BACKOFF, O_JSON, O_THREADS, O_DEVICE };
 	static const struct option lo[] = {
 		{ "model", required_argument, NULL, 'm' },
 		{ "adapter", required_argument, NULL, O_ADAPTER },
@@ -635,6 +637,7 @@ int cmd_eval(int argc, char **argv)
 		{ "backoff", required_argument, NULL, O_BACKOFF },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "threads", required_argument, NULL, O_THREADS },
+		{ "device", required_argument, NULL, O_DEVICE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -703,6 +706,10 @@ int cmd_eval(int argc, char **argv)
 			if (cmd_opt_double("eval", "--threads", optarg, 0, 4096, &v))
 				return 2;
 			o.go.threads = (int)v;
+			break;
+		case O_DEVICE:
+			if (cmd_opt_device("eval", optarg, &o.go.device))
+				return 2;
 			break;
 		case '?':
 		default:

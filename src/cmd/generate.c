@@ -21,7 +21,7 @@ static void usage(FILE *f)
 		"usage: lynn generate --model PATH (--prompt TEXT | --messages FILE | --ids \"1 2 3\")\n"
 		"                     [--max-tokens N] [--temperature T] [--top-p P] [--top-k K]\n"
 		"                     [--min-p M] [--seed S] [--think] [--raw] [--print-ids]\n"
-		"                     [--adapter DIR] [--threads N] [--device cpu] [-q|-v]\n\n"
+		"                     [--adapter DIR] [--threads N] [--device D] [-q|-v]\n\n"
 		"Generate from a prompt and stream it to stdout; stats (prompt tokens, time to\n"
 		"first token, decode tokens/s) go to stderr. Stops at max-tokens or an eos id\n"
 		"(generation_config.json, else config.json; a .gguf --model: its\n"
@@ -37,7 +37,7 @@ static void usage(FILE *f)
 		"  --raw              no chat template\n"
 		"  --adapter DIR      apply a PEFT LoRA adapter (unmerged)\n"
 		"  --threads N        worker threads (default: all cores)\n"
-		"  --device cpu       the only device of this runner\n");
+		"  --device D       cpu, cuda or auto (default auto: the GPU when there is one)\n");
 }
 
 static int parse_float(const char *opt, const char *s, float *out)
@@ -88,6 +88,7 @@ int cmd_generate(int argc, char **argv)
 	const char *model = NULL, *adapter = NULL, *prompt = NULL, *messages = NULL, *ids_s = NULL;
 	bool print_ids = false;
 	long max_tokens = 256, threads = 0, v;
+	enum lynn_device device = LYNN_DEVICE_AUTO;
 	struct lynn_sample_params sp;
 	struct lynn_err err = { 0 };
 	struct lynn_engine *eng = NULL;
@@ -146,7 +147,7 @@ int cmd_generate(int argc, char **argv)
 				return 2;
 			break;
 		case 'D':
-			if (cmd_opt_device("generate", optarg))
+			if (cmd_opt_device("generate", optarg, &device))
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
@@ -161,7 +162,7 @@ int cmd_generate(int argc, char **argv)
 		return cmd_usage_error("generate", "give exactly one of --prompt, --messages, --ids");
 	if (raw && !prompt)
 		return cmd_usage_error("generate", "--raw applies to --prompt");
-	struct lynn_engine_opts eo = { .n_threads = (int)threads, .adapter = adapter };
+	struct lynn_engine_opts eo = { .n_threads = (int)threads, .adapter = adapter, .device = device };
 	double t0 = lynn_now();
 	eng = lynn_engine_open(model, &eo, &err);
 	if (!eng)

@@ -19,7 +19,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: lynn logits --model PATH --ids \"1 2 3\" --out FILE.safetensors [--last]\n"
-		   "                   [--adapter DIR] [--threads N] [--device cpu] [-q|-v]\n\n"
+		   "                   [--adapter DIR] [--threads N] [--device D] [-q|-v]\n\n"
 		   "Run the model on the token ids (one prefill) and write the logits as one F32\n"
 		   "tensor `logits` of shape [T, vocab] ([1, vocab] with --last).\n\n"
 		   "  --model PATH     model folder (config.json + safetensors) or a qwen35moe\n"
@@ -29,7 +29,7 @@ static void usage(FILE *f)
 		   "  --last           only the last position's logits\n"
 		   "  --adapter DIR    apply a PEFT LoRA adapter (unmerged)\n"
 		   "  --threads N      worker threads (default: all cores)\n"
-		   "  --device cpu     the only device of this runner\n");
+		   "  --device D     cpu, cuda or auto (default auto: the GPU when there is one)\n");
 }
 
 /* Write `logits` [rows, vocab] F32 to `out` through the st writer (which
@@ -103,6 +103,7 @@ int cmd_logits(int argc, char **argv)
 	const char *model = NULL, *ids_s = NULL, *out = NULL, *adapter = NULL;
 	bool last = false;
 	int threads = 0, opt, status = 0;
+	enum lynn_device device = LYNN_DEVICE_AUTO;
 	struct lynn_err err = { 0 };
 	struct lynn_model *m = NULL;
 	struct lynn_seq *seq = NULL;
@@ -129,7 +130,7 @@ int cmd_logits(int argc, char **argv)
 			break;
 		}
 		case 'D':
-			if (cmd_opt_device("logits", optarg))
+			if (cmd_opt_device("logits", optarg, &device))
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
@@ -148,7 +149,7 @@ int cmd_logits(int argc, char **argv)
 		status = cmd_usage_error("logits", "--ids: no token ids");
 		goto out;
 	}
-	struct lynn_model_opts mo = { .n_threads = threads };
+	struct lynn_model_opts mo = { .n_threads = threads, .device = device };
 	m = lynn_model_open(model, &mo, &err);
 	if (!m || (adapter && !(lora = lynn_model_lora_load(m, adapter, &err))) ||
 	    !(seq = lynn_seq_create(m, &err))) {

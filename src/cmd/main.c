@@ -106,10 +106,12 @@ int cmd_opt_double(const char *cmd, const char *opt, const char *s, double lo, d
 	return 0;
 }
 
-int cmd_opt_device(const char *cmd, const char *s)
+int cmd_opt_device(const char *cmd, const char *s, enum lynn_device *out)
 {
-	if (strcmp(s, "cpu"))
-		return cmd_usage_error(cmd, "--device %s: only cpu is supported by this runner", s);
+	int d = lynn_device_parse(s);
+	if (d < 0)
+		return cmd_usage_error(cmd, "--device %s: cpu, cuda or auto", s);
+	*out = (enum lynn_device)d;
 	return 0;
 }
 

@@ -26,7 +26,7 @@
 
 static const char usage[] =
 	"usage: lynn profile --model PATH --prompts-dir DIR --out FILE [--max-tokens 64]\n"
-	"                    [--max-prompts N] [--heatmap FILE.svg] [--threads N] [--device cpu]\n"
+	"                    [--max-prompts N] [--heatmap FILE.svg] [--threads N] [--device D]\n"
 	"                    [-q|-v]\n"
 	"\n"
 	"Runs every prompt of every *.jsonl in DIR (records with `prompt`, `user` or\n"
@@ -38,7 +38,7 @@ static const char usage[] =
 	"\n"
 	"  --model PATH        a model folder (BF16/F16/F32/NVFP4) or a .gguf file\n"
 	"  --max-prompts N     stop after N prompts (files in name order)\n"
-	"  --device cpu        the only device of this runner\n"
+	"  --device D        cpu, cuda or auto (default auto: the GPU when there is one)\n"
 	"\n"
 	"exit: 0 ok, 2 bad arguments or input, 3 runtime failure\n";
 
@@ -136,6 +136,7 @@ int cmd_profile(int argc, char **argv)
 	};
 	const char *model = NULL, *dir = NULL, *out = NULL, *heatmap = NULL;
 	long max_tokens = 64, max_prompts = -1, threads = 0;
+	enum lynn_device device = LYNN_DEVICE_AUTO;
 	int c, status = 0, n_files = 0, n_done = 0;
 	size_t n_tok = 0;
 	struct lynn_err err = { 0 };
@@ -167,7 +168,7 @@ int cmd_profile(int argc, char **argv)
 				return 2;
 			break;
 		case 'D':
-			if (cmd_opt_device("profile", optarg))
+			if (cmd_opt_device("profile", optarg, &device))
 				return 2;
 			break;
 		case 'h': fputs(usage, stdout); return 0;
@@ -181,7 +182,7 @@ int cmd_profile(int argc, char **argv)
 
 	if (load_prompt_files(dir, &pf, &n_files, &err))
 		goto fail;
-	struct lynn_engine_opts eo = { .n_threads = (int)threads };
+	struct lynn_engine_opts eo = { .n_threads = (int)threads, .device = device };
 	eng = lynn_engine_open(model, &eo, &err);
 	if (!eng)
 		goto fail;

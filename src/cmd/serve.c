@@ -18,7 +18,7 @@ static const char usage[] =
 	"usage: lynn serve --model PATH [--adapter DIR] [--host 127.0.0.1] [--port 8080]\n"
 	"                  [--served-model-name NAME] [--parallel 4] [--ctx-size 4096]\n"
 	"                  [--max-queue 64] [--max-prefill 512] [--api-key KEY] [--metrics]\n"
-	"                  [--drain-timeout 30] [--threads N] [--device cpu] [-q|-v]\n"
+	"                  [--drain-timeout 30] [--threads N] [--device D] [-q|-v]\n"
 	"\n"
 	"OpenAI-compatible server: GET /health, GET /v1/models, POST /v1/chat/completions\n"
 	"and /v1/completions (streamed or not), /tokenize, /detokenize, /apply-template,\n"
@@ -65,6 +65,7 @@ int cmd_serve(int argc, char **argv)
 				       .max_queue = 64, .ctx_size = 4096, .max_prefill = 512 };
 	const char *model = NULL, *adapter = NULL, *key = NULL;
 	long v, threads = 0;
+	enum lynn_device device = LYNN_DEVICE_AUTO;
 	double drain = 30;
 	struct lynn_err err = { 0 };
 	int opt;
@@ -114,7 +115,7 @@ int cmd_serve(int argc, char **argv)
 				return 2;
 			break;
 		case 'D':
-			if (cmd_opt_device("serve", optarg))
+			if (cmd_opt_device("serve", optarg, &device))
 				return 2;
 			break;
 		case 'h': fputs(usage, stdout); return 0;
@@ -139,7 +140,7 @@ int cmd_serve(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	struct lynn_engine_opts eo = { .n_threads = (int)threads, .adapter = adapter };
+	struct lynn_engine_opts eo = { .n_threads = (int)threads, .adapter = adapter, .device = device };
 	struct lynn_engine *eng = lynn_engine_open(model, &eo, &err);
 	if (!eng)
 		return cmd_fail(&err);

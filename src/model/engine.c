@@ -60,7 +60,8 @@ struct lynn_engine *lynn_engine_open(const char *model_dir, const struct lynn_en
 				     struct lynn_err *err)
 {
 	struct lynn_engine *e = calloc(1, sizeof *e);
-	struct lynn_model_opts mo = { .n_threads = opts ? opts->n_threads : 0 };
+	struct lynn_model_opts mo = { .n_threads = opts ? opts->n_threads : 0,
+				      .device = opts ? opts->device : LYNN_DEVICE_AUTO };
 	char *tj = NULL;
 
 	if (!e || !(e->dir = strdup(model_dir))) {

@@ -596,6 +596,10 @@ int lynn_model_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *
 			return lynn_errf(err, -LYNN_EINVAL, "model: row %lld: sequence of another model",
 					 (long long)i);
 	}
+#ifdef LYNN_CUDA
+	if (m->cuda)
+		return lynn_cuda_forward(m, n, seqs, ids, want, logits, err);
+#endif
 	struct arena ar = { m->arena, m->arena_cap, 0 };
 	int rc = 0;
 	for (int64_t r0 = 0; r0 < n; r0 += CHUNK_ROWS) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lynn/gguf.h"
+#include "lynn/log.h"
 #include "lynn/lora.h"
 #include "lynn/util.h"
 #include "model_int.h"
@@ -226,13 +227,12 @@ static int bind_experts(struct binder *b, struct layer *L, int li)
 		size_t gs = lynn_dtype_size(gu->dtype), ds = lynn_dtype_size(dn->dtype);
 		for (int e = 0; e < m->E; e++) {
 			const char *base = (const char *)gu->data + (size_t)e * 2 * m->I * m->H * gs;
-			L->eg[e] = (struct lin){ gu->dtype, base, m->I, m->H, NULL, false, { 0 }, false,
-						 { 0 }, false, { 0 } };
-			L->eu[e] = (struct lin){ gu->dtype, base + (size_t)m->I * m->H * gs, m->I, m->H,
-						 NULL, false, { 0 }, false, { 0 }, false, { 0 } };
-			L->ed[e] = (struct lin){ dn->dtype,
-						 (const char *)dn->data + (size_t)e * m->H * m->I * ds,
-						 m->H, m->I, NULL, false, { 0 }, false, { 0 }, false, { 0 } };
+			L->eg[e] = (struct lin){ .dt = gu->dtype, .w = base, .n_out = m->I, .n_in = m->H };
+			L->eu[e] = (struct lin){ .dt = gu->dtype, .w = base + (size_t)m->I * m->H * gs,
+						 .n_out = m->I, .n_in = m->H };
+			L->ed[e] = (struct lin){ .dt = dn->dtype,
+						 .w = (const char *)dn->data + (size_t)e * m->H * m->I * ds,
+						 .n_out = m->H, .n_in = m->I };
 			L->eg[e].name = strdup(NAME("layers.%d.mlp.experts.%d.gate_proj.weight", li, e));
 			L->eu[e].name = strdup(NAME("layers.%d.mlp.experts.%d.up_proj.weight", li, e));
 			L->ed[e].name = strdup(NAME("layers.%d.mlp.experts.%d.down_proj.weight", li, e));
@@ -372,6 +372,49 @@ int lynn_model_finish(struct lynn_model *m, int (*bind_layer)(void *ud, int li),
 	return m->pool ? 0 : (err && err->code ? err->code : -LYNN_ENOMEM);
 }
 
+int lynn_device_parse(const char *s)
+{
+	return !strcmp(s, "cpu") ? LYNN_DEVICE_CPU : !strcmp(s, "cuda") ? LYNN_DEVICE_CUDA
+	       : !strcmp(s, "auto") ? LYNN_DEVICE_AUTO : -1;
+}
+
+const char *lynn_model_device(const struct lynn_model *m) { return m->cuda ? "cuda" : "cpu"; }
+
+int lynn_model_place(struct lynn_model *m, const struct lynn_model_opts *opts, const char *path,
+		     struct lynn_err *err)
+{
+	enum lynn_device d = opts ? opts->device : LYNN_DEVICE_AUTO;
+	const char *env = getenv("LYNN_DEVICE");
+	if (d == LYNN_DEVICE_AUTO && env && *env) {
+		int e = lynn_device_parse(env);
+		if (e < 0)
+			return lynn_errf(err, -LYNN_EINVAL, "model: LYNN_DEVICE=%s: cpu, cuda or auto", env);
+		d = (enum lynn_device)e;
+	}
+	if (d == LYNN_DEVICE_CPU)
+		return 0;
+#ifdef LYNN_CUDA
+	if (d == LYNN_DEVICE_AUTO && !lynn_cuda_usable())
+		return 0;
+	struct lynn_err why = { 0 };
+	int rc = lynn_cuda_model_init(m, d == LYNN_DEVICE_CUDA ? err : &why);
+	if (!rc) {
+		lynn_log_info("model: '%s' runs on the CUDA device", path);
+		return 0;
+	}
+	lynn_cuda_model_free(m);
+	if (d == LYNN_DEVICE_CUDA)
+		return rc;
+	lynn_log_info("model: '%s' runs on the CPU (%s)", path, why.msg);
+	return 0;
+#else
+	if (d == LYNN_DEVICE_CUDA)
+		return lynn_errf(err, -LYNN_EUNSUPPORTED, "model: '%s': device cuda: this lynn was built "
+				 "without CUDA", path);
+	return 0;
+#endif
+}
+
 static int bind_layer_cb(void *b, int li)
 {
 	return bind_layer(b, li);
@@ -410,10 +453,10 @@ struct lynn_model *lynn_model_open(const char *path, const struct lynn_model_opt
 		if (bind_lin(&b, &m->lm_head, "lm_head.weight", m->V, m->H))
 			goto fail;
 	} else {
-		m->lm_head = (struct lin){ emb->dtype, emb->data, m->V, m->H, strdup("lm_head.weight"),
-					   false, { 0 }, false, { 0 }, false, { 0 } };
+		m->lm_head = (struct lin){ .dt = emb->dtype, .w = emb->data, .n_out = m->V, .n_in = m->H,
+					   .name = strdup("lm_head.weight") };
 	}
-	if (lynn_model_finish(m, bind_layer_cb, &b, err))
+	if (lynn_model_finish(m, bind_layer_cb, &b, err) || lynn_model_place(m, opts, path, err))
 		goto fail;
 	return m;
 fail:
@@ -430,6 +473,12 @@ void lynn_model_close(struct lynn_model *m)
 {
 	if (!m)
 		return;
+#ifdef LYNN_CUDA
+	if (m->cuda) {
+		lynn_model_lora_clear(m);
+		lynn_cuda_model_free(m);
+	}
+#endif
 	if (m->layers) {
 		for (int li = 0; li < m->cfg.n_layers; li++) {
 			struct layer *L = &m->layers[li];
@@ -506,6 +555,16 @@ struct lynn_seq *lynn_seq_create(const struct lynn_model *m, struct lynn_err *er
 	if (!s)
 		goto oom;
 	s->m = m;
+#ifdef LYNN_CUDA
+	if (m->cuda) {
+		int rc = lynn_cuda_seq_init(s, err);
+		if (rc) {
+			lynn_seq_free(s);
+			return NULL;
+		}
+		return s;
+	}
+#endif
 	s->kc = calloc((size_t)nl, sizeof *s->kc);
 	s->vc = calloc((size_t)nl, sizeof *s->vc);
 	s->conv = calloc((size_t)nl, sizeof *s->conv);
@@ -532,6 +591,9 @@ void lynn_seq_free(struct lynn_seq *s)
 	if (!s)
 		return;
 	int nl = s->m->cfg.n_layers;
+#ifdef LYNN_CUDA
+	lynn_cuda_seq_free(s);
+#endif
 	for (int li = 0; li < nl; li++) {
 		if (s->kc) free(s->kc[li]);
 		if (s->vc) free(s->vc[li]);
@@ -546,6 +608,12 @@ void lynn_seq_reset(struct lynn_seq *s)
 {
 	const struct lynn_model *m = s->m;
 	s->pos = 0;
+#ifdef LYNN_CUDA
+	if (s->cuda) {
+		lynn_cuda_seq_reset(s);
+		return;
+	}
+#endif
 	for (int li = 0; li < m->cfg.n_layers; li++) {
 		if (s->conv[li])
 			memset(s->conv[li], 0, (size_t)(m->K > 1 ? m->K - 1 : 1) * m->conv_dim * sizeof(float));
@@ -589,6 +657,16 @@ int lynn_model_lora_set(struct lynn_model *m, const char *name, const struct lyn
 		return lynn_errf(err, -LYNN_EINVAL, "model: bad LoRA adapter for '%s'", name);
 	l->lora = *lora;
 	l->has_lora = true;
+#ifdef LYNN_CUDA
+	if (m->cuda) {
+		int rc = lynn_cuda_lora_upload(l, err);
+		if (rc) {
+			l->has_lora = false;
+			lynn_cuda_lora_drop(l);
+			return rc;
+		}
+	}
+#endif
 	return 0;
 }
 
@@ -643,6 +721,10 @@ static void clear_lin(struct lin *l, int *count, bool clear)
 		(*count)++;
 	if (clear)
 		l->has_lora = false;
+#ifdef LYNN_CUDA
+	if (clear && l->d_lora_a)
+		lynn_cuda_lora_drop(l);
+#endif
 }
 
 static int walk_lora(struct lynn_model *m, bool clear)

@@ -415,7 +415,7 @@ struct lynn_model *lynn_model_open_gguf(const char *path, const struct lynn_mode
 	} else if (set_lin(&b, &m->lm_head, emb->type, emb->data, m->V, m->H, "lm_head.weight")) {
 		goto fail;
 	}
-	if (lynn_model_finish(m, bind_layer_cb, &b, err))
+	if (lynn_model_finish(m, bind_layer_cb, &b, err) || lynn_model_place(m, opts, path, err))
 		goto fail;
 	return m;
 fail:

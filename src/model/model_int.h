@@ -23,6 +23,7 @@ struct lin {
 	struct lynn_nvfp4_view nv;
 	bool is_gg;                  /* ggml-quantized (GGUF, model_gguf.c): gg, not dt/w */
 	struct lynn_ggml_view gg;
+	void *d_lora_a, *d_lora_b;   /* the adapter's A and B on the CUDA device (runner.cu) */
 };
 
 struct layer {
@@ -63,6 +64,7 @@ struct lynn_model {
 	bool lora_on;
 	lynn_route_fn route_fn;      /* MoE router observer (lynn_model_set_route_observer) */
 	void *route_ud;
+	struct lynn_cuda_model *cuda; /* weights on the CUDA device (kernels/runner.cu), or NULL */
 	char *arena;                 /* forward scratch, reused across calls */
 	size_t arena_cap;
 	/* derived sizes */
@@ -76,6 +78,7 @@ struct lynn_seq {
 	float **kc, **vc;            /* per layer (full only): (cap, nkv * hd) */
 	float **conv;                /* per layer (linear only): (K - 1, conv_dim), oldest first */
 	float **rec;                 /* per layer (linear only): (Hv, dk, dv) */
+	struct lynn_cuda_seq *cuda;  /* the state on the CUDA device instead (model->cuda) */
 };
 
 /* model.c: sizes from m->cfg, checks, threads/ISA (before binding); then,
@@ -86,9 +89,31 @@ int lynn_model_setup(struct lynn_model *m, const char *path, const struct lynn_m
 		     struct lynn_err *err);
 int lynn_model_finish(struct lynn_model *m, int (*bind_layer)(void *ud, int li), void *ud,
 		      struct lynn_err *err);
+/* model.c: move a bound model to the device opts asks for (the CPU, or
+ * the CUDA device through lynn_cuda_model_init; AUTO falls back to the CPU
+ * when the model cannot run there). */
+int lynn_model_place(struct lynn_model *m, const struct lynn_model_opts *opts, const char *path,
+		     struct lynn_err *err);
 /* model_gguf.c: open a .gguf file (llama.cpp's qwen35moe). */
 struct lynn_model *lynn_model_open_gguf(const char *path, const struct lynn_model_opts *opts,
 					struct lynn_err *err);
 bool lynn_model_path_is_gguf(const char *path);
+
+/* kernels/runner.cu (built with CUDA only; call sites are under
+ * LYNN_CUDA): the same forward pass on one CUDA device. model_init copies
+ * every weight to the device (m->cuda); a model with m->cuda keeps its
+ * sequences' KV caches and DeltaNet states there (seq_init instead of the
+ * host arrays) and lynn_model_forward runs lynn_cuda_forward. Adapters are
+ * copied when attached (lora_upload; lora_drop frees the copies). */
+bool lynn_cuda_usable(void);
+int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err);
+void lynn_cuda_model_free(struct lynn_model *m);
+int lynn_cuda_seq_init(struct lynn_seq *s, struct lynn_err *err);
+void lynn_cuda_seq_free(struct lynn_seq *s);
+void lynn_cuda_seq_reset(struct lynn_seq *s);
+int lynn_cuda_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+		      const int32_t *ids, const bool *want, float *logits, struct lynn_err *err);
+int lynn_cuda_lora_upload(struct lin *l, struct lynn_err *err);
+void lynn_cuda_lora_drop(struct lin *l);
 
 #endif

@@ -1,7 +1,9 @@
 /* bench_runner.c - runner speed on a model folder (tests/bench/runner.sh):
  * memory bandwidth by a stream copy, then prefill and decode tokens/s at the
  * given thread counts, decode as a fraction of the memory roofline
- * (active weight bytes per token / bandwidth).
+ * (active weight bytes per token / bandwidth). On the CUDA device (a CUDA
+ * build on a GPU machine; LYNN_DEVICE picks) the roofline is the device's
+ * own copy bandwidth and the thread count does not matter.
  *
  *   bench_runner MODEL_DIR [prompt_tokens=128] [decode_tokens=32] [threads...]
  */
@@ -13,6 +15,9 @@
 
 #include "lynn/model.h"
 #include "lynn/sample.h"
+#ifdef LYNN_CUDA
+#include "../kernels/lynn_cuda.h"
+#endif
 
 static double now_s(void)
 {
@@ -132,7 +137,16 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_runner: %s\n", err.msg);
 			return 2;
 		}
-		double bw = stream_copy(T), rbw = stream_read(T);
+		bool gpu = !strcmp(lynn_model_device(m), "cuda");
+		double bw = 0, rbw = 0;
+#ifdef LYNN_CUDA
+		if (gpu)
+			bw = rbw = lynn_cuda_copy_bandwidth();
+#endif
+		if (!gpu) {
+			bw = stream_copy(T);
+			rbw = stream_read(T);
+		}
 		int V = lynn_model_n_vocab(m);
 		int32_t *ids = malloc((size_t)P * sizeof *ids);
 		for (int i = 0; i < P; i++)
@@ -161,10 +175,10 @@ int main(int argc, char **argv)
 		}
 		double act = (double)lynn_model_active_bytes(m);
 		double dec_tps = D / best_dec, roof = bw / act, rroof = rbw / act;
-		printf("threads %d: stream copy %.1f GB/s, stream read %.1f GB/s; active weights %.1f MB/token; "
+		printf("%s, threads %d: stream copy %.1f GB/s, stream read %.1f GB/s; active weights %.1f MB/token; "
 		       "prefill %d tokens %.1f tok/s; decode %.2f tok/s = %.0f%% of the copy roofline "
 		       "(%.2f tok/s), %.0f%% of the read roofline (%.2f tok/s)\n",
-		       T, bw / 1e9, rbw / 1e9, act / 1e6, P, P / best_pf, dec_tps, 100.0 * dec_tps / roof, roof,
+		       lynn_model_device(m), T, bw / 1e9, rbw / 1e9, act / 1e6, P, P / best_pf, dec_tps, 100.0 * dec_tps / roof, roof,
 		       100.0 * dec_tps / rroof, rroof);
 		/* batched decode: B = 2, 4, 8 sequences (16-token prompts) advance together, one
 		 * forward pass per step, as `lynn serve` runs them */

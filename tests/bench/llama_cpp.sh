@@ -42,9 +42,7 @@ PY
 [ -f "$dir/model.safetensors" ] || /usr/bin/python3 tests/tools/gen_bench_model.py "$dir" --f16
 [ -f "$dir.gguf" ] || /usr/bin/python3 tests/tools/hf_to_gguf_qwen35moe.py "$dir" "$dir.gguf" >/dev/null
 echo "== F16 bench model ($dir): lynn, then llama.cpp"
-${CC:-cc} -O3 -std=c11 -D_GNU_SOURCE -Iinclude tests/bench/bench_runner.c build/liblynn.a \
-  $(pkg-config --libs libcjson libcurl libzstd openssl libmicrohttpd libpcre2-8 libutf8proc 2>/dev/null) \
-  -lm -pthread -o build/bench_runner
+make -s build/bench_runner
 build/bench_runner "$dir" 128 32 1 2
 for t in 1 2; do build/llama_logits --bench "$dir.gguf" 128 32 $t 2>/dev/null; done
 rm -rf "$tmp"

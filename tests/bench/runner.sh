@@ -8,9 +8,7 @@ set -e
 cd "$(dirname "$0")/../.."
 dir=${BENCH_MODEL_DIR:-/tmp/lynn-bench-qwen35moe}
 [ -f "$dir/model.safetensors" ] || /usr/bin/python3 tests/tools/gen_bench_model.py "$dir"
-${CC:-cc} -O3 -std=c11 -D_GNU_SOURCE -Iinclude tests/bench/bench_runner.c build/liblynn.a \
-  $(pkg-config --libs libcjson libcurl libzstd openssl libmicrohttpd libpcre2-8 libutf8proc 2>/dev/null) \
-  -lm -pthread -o build/bench_runner
+make -s build/bench_runner
 echo "== runner: $dir"
 build/bench_runner "$dir" 128 32 1 2
 [ -f "$dir-nvfp4/model.safetensors" ] || ./lynn quantize --nvfp4 "$dir" "$dir-nvfp4"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""gen_bench_model.py OUT_DIR [--small] [--f16] [--tokenizer DIR] - a random Qwen3.5-MoE checkpoint for
+"""gen_bench_model.py OUT_DIR [--small] [--real L] [--f16] [--tokenizer DIR] - a random Qwen3.5-MoE checkpoint for
 `make bench` (generated at bench time, never committed).
 
 Mid-size: hidden 1024, 16 layers (3 DeltaNet : 1 full attention), 64 experts
@@ -7,7 +7,10 @@ top-8 (moe 256, shared 256), vocab 32768, bf16, fused 3-D experts as the
 released checkpoints store them, text-only names. Weights ~ N(0, 0.02), norms
 ~ N(0, 0.1), so activations stay in range; the values carry no meaning, only
 the shapes and bytes matter for speed. --small writes a 4-layer variant for
-a quick check; --f16 stores the matrices as F16 instead (same draws),
+a quick check; --real L writes L layers (3 DeltaNet : 1 full attention) of
+Qwen3.6-35B-A3B's own shapes (hidden 2048, 256 experts top-8, moe 512,
+vocab 248320; qwen35moe-architecture.md §1), for timing a layer of the
+real model (the GPU runner, tests/bench/runner_cuda.sh); --f16 stores the matrices as F16 instead (same draws),
 for the llama.cpp side by side. --tokenizer DIR copies DIR's tokenizer,
 template and generation_config.json and sizes the vocabulary to that
 tokenizer (for `lynn serve`, which needs text). Needs numpy only.
@@ -84,11 +87,25 @@ def to_bf16(a):
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
+def real(L):
+    c = cfg(False)
+    c.update({
+        "vocab_size": 248320, "hidden_size": 2048, "num_hidden_layers": L,
+        "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(L)],
+        "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+        "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+    })
+    c["rope_parameters"]["mrope_section"] = [11, 11, 10]
+    return c
+
+
 def main():
     out = sys.argv[1]
     small = "--small" in sys.argv
     f16 = "--f16" in sys.argv
-    c = cfg(small)
+    c = real(int(sys.argv[sys.argv.index("--real") + 1])) if "--real" in sys.argv else cfg(small)
     if f16:
         c["dtype"] = "float16"
     os.makedirs(out, exist_ok=True)

@@ -1,0 +1,1386 @@
+/*
+ * runner.cu - the Qwen3.5-MoE decoder on one CUDA device: the same forward
+ * pass as src/model/forward.c (docs/reference/qwen35moe-architecture.md §3),
+ * with the weights, KV caches and DeltaNet states in device memory.
+ *
+ * Numerics: the residual stream, norms, attention, the causal conv, the
+ * delta rule, the router and every sum are f32, as on the CPU. Dense
+ * (BF16/F16/F32) weights are multiplied with f32 activations (f32
+ * accumulation), so a dense checkpoint gives the CPU runner's logits up to
+ * summation order. NVFP4 linears run the sm_90 kernels of nvfp4_gemm.cu
+ * (W4A16: the activation rounded to BF16, f32 output); on compute
+ * capability >= 10 they do the same (the native W4A4 path is the
+ * linear-level API's, not used here).
+ *
+ * Rows are (sequence, token) pairs as in forward.c: the projections, router
+ * and experts take every row of a chunk at once, while attention, the conv
+ * and the delta rule walk each sequence's rows in order against its state.
+ * Everything runs on the model's stream; a forward pass ends with one
+ * synchronisation (the logits' copy back).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_common.cuh"
+#include "lynn_cuda.h"
+
+extern "C" {
+#include "lynn/util.h"
+#include "model/model_int.h"
+}
+
+/* The code of an error already filled in (err may be NULL). */
+#define ERRC(err) ((err) && (err)->code ? (err)->code : -LYNN_ECUDA)
+
+#define CHUNK_ROWS 256     /* rows per internal pass (bounds scratch memory) */
+#define MAX_TOPK 32        /* experts per token the route kernel keeps */
+#define ATT_WARPS 8        /* warps splitting one head's positions */
+#define MAX_HD 512         /* attention head dim (multiple of 32) */
+
+/* ===== the model on the device ===== */
+
+struct dlin {                      /* one linear */
+	bool nv;                   /* NVFP4: q; else dense dt/w */
+	enum lynn_dtype dt;
+	const void *w;             /* (n, k) */
+	int64_t n, k;
+	struct lynn_cuda_nvfp4_weight q;
+	const struct lin *host;    /* for its LoRA adapter */
+};
+
+struct dbank {                     /* one projection of every expert, expert-major */
+	bool nv;
+	enum lynn_dtype dt;
+	const void *w;             /* (E, n, k) */
+	int64_t n, k;
+	struct lynn_cuda_nvfp4_weight q; /* n_experts = E */
+};
+
+struct dlayer {
+	enum lynn_layer_type type;
+	float *in_norm, *post_norm, *q_norm, *k_norm, *conv_w, *neg_a, *dt_bias, *gnorm;
+	struct dlin q, k, v, o, qkv, z, b, a, out, router, sg, su, sd, sgate;
+	struct dbank eg, eu, ed;
+};
+
+struct dmap {                      /* host buffer -> its device copy */
+	const void *host;
+	size_t bytes;
+	void *dev;
+};
+
+struct lynn_cuda_model {
+	cudaStream_t st;
+	struct dlayer *L;
+	enum lynn_dtype embed_dt;
+	const void *embed;
+	float *final_norm, *inv_freq;
+	struct dlin lm_head;
+	struct dmap *map;          /* every device allocation of the weights */
+	int n_map, cap_map;
+	char *scratch;             /* device scratch of a chunk */
+	size_t scratch_cap;
+	char *stage;               /* pinned host staging of a chunk's small arrays */
+	size_t stage_cap;
+};
+
+struct lynn_cuda_seq {
+	int64_t cap;               /* KV rows allocated */
+	float **kc, **vc, **conv, **rec; /* per layer, device pointers (host array) */
+	float **d_kc, **d_vc, **d_conv, **d_rec; /* the same tables on the device */
+};
+
+static void *dev_alloc(struct lynn_cuda_model *c, const void *host, size_t bytes, struct lynn_err *err)
+{
+	for (int i = 0; i < c->n_map; i++)
+		if (host && c->map[i].host == host && c->map[i].bytes == bytes)
+			return c->map[i].dev;
+	if (c->n_map == c->cap_map) {
+		int cap = c->cap_map ? 2 * c->cap_map : 256;
+		struct dmap *nm = (struct dmap *)realloc(c->map, (size_t)cap * sizeof *nm);
+		if (!nm) {
+			lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
+			return NULL;
+		}
+		c->map = nm;
+		c->cap_map = cap;
+	}
+	void *d = NULL;
+	cudaError_t e = cudaMalloc(&d, bytes ? bytes : 1);
+	if (e == cudaSuccess && host)
+		e = cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+	if (e != cudaSuccess) {
+		cudaFree(d);
+		lynn_errf(err, -LYNN_ECUDA, "cuda: %zu bytes of weights: %s", bytes, cudaGetErrorString(e));
+		return NULL;
+	}
+	c->map[c->n_map++] = (struct dmap){ host, bytes, d };
+	return d;
+}
+
+static size_t dense_bytes(enum lynn_dtype dt, int64_t n, int64_t k)
+{
+	return (size_t)n * (size_t)k * lynn_dtype_size(dt);
+}
+
+static float *dev_vec(struct lynn_cuda_model *c, const float *v, int64_t n, struct lynn_err *err)
+{
+	return v ? (float *)dev_alloc(c, v, (size_t)n * sizeof(float), err) : NULL;
+}
+
+static int up_lin(struct lynn_cuda_model *c, struct dlin *d, const struct lin *l, struct lynn_err *err)
+{
+	memset(d, 0, sizeof *d);
+	d->host = l;
+	d->n = l->n_out;
+	d->k = l->n_in;
+	if (l->is_gg)
+		return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: '%s': GGUF quantized weights run on the "
+				 "CPU only (--device cpu)", l->name ? l->name : "linear");
+	if (!l->is_nv) {
+		d->dt = l->dt;
+		d->w = dev_alloc(c, l->w, dense_bytes(l->dt, l->n_out, l->n_in), err);
+		return d->w ? 0 : ERRC(err);
+	}
+	if (l->n_in % 32)
+		return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: '%s': NVFP4 with %lld columns (the kernels "
+				 "need a multiple of 32)", l->name, (long long)l->n_in);
+	d->nv = true;
+	d->q.n = l->n_out;
+	d->q.k = l->n_in;
+	d->q.d_packed = (const uint8_t *)dev_alloc(c, l->nv.packed, (size_t)l->n_out * l->n_in / 2, err);
+	d->q.d_scales = d->q.d_packed ? (const uint8_t *)dev_alloc(c, l->nv.scales,
+								   (size_t)l->n_out * l->n_in / 16, err) : NULL;
+	d->q.d_alpha = d->q.d_scales ? (const float *)dev_alloc(c, &l->nv.alpha, sizeof(float), err) : NULL;
+	return d->q.d_alpha ? 0 : ERRC(err);
+}
+
+/* Copy expert e's linear ls[e] into a bank allocated for all E. */
+static int up_bank(struct lynn_cuda_model *c, struct dbank *b, const struct lin *ls, int E,
+		   struct lynn_err *err)
+{
+	const struct lin *l0 = &ls[0];
+	memset(b, 0, sizeof *b);
+	b->n = l0->n_out;
+	b->k = l0->n_in;
+	b->nv = l0->is_nv;
+	b->dt = l0->dt;
+	for (int e = 0; e < E; e++)
+		if (ls[e].is_gg || ls[e].is_nv != b->nv || (!b->nv && ls[e].dt != b->dt))
+			return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: '%s': experts of mixed or GGUF "
+					 "formats run on the CPU only (--device cpu)", ls[e].name);
+	if (!b->nv) {
+		size_t eb = dense_bytes(b->dt, b->n, b->k);
+		char *d = (char *)dev_alloc(c, NULL, eb * E, err);
+		if (!d)
+			return ERRC(err);
+		for (int e = 0; e < E; e++)
+			LYNN_CUDA_TRY(cudaMemcpy(d + eb * e, ls[e].w, eb, cudaMemcpyHostToDevice));
+		b->w = d;
+		return 0;
+	}
+	if (b->k % 32)
+		return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: '%s': NVFP4 with %lld columns (the kernels "
+				 "need a multiple of 32)", l0->name, (long long)b->k);
+	size_t pb = (size_t)b->n * b->k / 2, sb = (size_t)b->n * b->k / 16;
+	uint8_t *p = (uint8_t *)dev_alloc(c, NULL, pb * E, err);
+	uint8_t *s = p ? (uint8_t *)dev_alloc(c, NULL, sb * E, err) : NULL;
+	float *a = s ? (float *)dev_alloc(c, NULL, sizeof(float) * E, err) : NULL;
+	if (!a)
+		return ERRC(err);
+	float *alpha = (float *)malloc(sizeof(float) * E);
+	if (!alpha)
+		return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
+	int rc = 0;
+	for (int e = 0; e < E && !rc; e++) {
+		alpha[e] = ls[e].nv.alpha;
+		if (cudaMemcpy(p + pb * e, ls[e].nv.packed, pb, cudaMemcpyHostToDevice) != cudaSuccess ||
+		    cudaMemcpy(s + sb * e, ls[e].nv.scales, sb, cudaMemcpyHostToDevice) != cudaSuccess)
+			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts of '%s' failed", ls[e].name);
+	}
+	if (!rc && cudaMemcpy(a, alpha, sizeof(float) * E, cudaMemcpyHostToDevice) != cudaSuccess)
+		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts' scales failed");
+	free(alpha);
+	b->q = (struct lynn_cuda_nvfp4_weight){ p, s, a, b->n, b->k, E };
+	return rc;
+}
+
+extern "C" bool lynn_cuda_usable(void)
+{
+	int n = 0;
+	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+extern "C" void lynn_cuda_model_free(struct lynn_model *m)
+{
+	struct lynn_cuda_model *c = m->cuda;
+	if (!c)
+		return;
+	for (int i = 0; i < c->n_map; i++)
+		cudaFree(c->map[i].dev);
+	free(c->map);
+	free(c->L);
+	cudaFree(c->scratch);
+	cudaFreeHost(c->stage);
+	if (c->st)
+		cudaStreamDestroy(c->st);
+	free(c);
+	m->cuda = NULL;
+}
+
+extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
+{
+	if (m->gguf)
+		return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: GGUF models run on the CPU only (--device cpu)");
+	if (m->topk > MAX_TOPK || m->hd % 32 || m->hd > MAX_HD || m->dv > 1024 || m->dk > 1024)
+		return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: experts per token %d (max %d), head dim %d "
+				 "(a multiple of 32 up to %d) or DeltaNet dims %d/%d (max 1024) beyond the CUDA "
+				 "runner", m->topk, MAX_TOPK, m->hd, MAX_HD, m->dk, m->dv);
+	if (!lynn_cuda_usable())
+		return lynn_errf(err, -LYNN_ECUDA, "cuda: no CUDA device");
+	struct lynn_cuda_model *c = (struct lynn_cuda_model *)calloc(1, sizeof *c);
+	if (!c)
+		return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
+	m->cuda = c;
+	int rc = 0, nl = m->cfg.n_layers;
+	LYNN_CUDA_TRY(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
+	c->L = (struct dlayer *)calloc((size_t)nl, sizeof *c->L);
+	if (!c->L)
+		return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
+	c->embed_dt = m->embed_dt;
+	c->embed = dev_alloc(c, m->embed, dense_bytes(m->embed_dt, m->V, m->H), err);
+	c->final_norm = dev_vec(c, m->final_norm, m->H, err);
+	c->inv_freq = m->cfg.rot_dim >= 2 ? dev_vec(c, m->inv_freq, m->cfg.rot_dim / 2, err)
+					  : (float *)dev_alloc(c, NULL, sizeof(float), err);
+	if (!c->embed || !c->final_norm || !c->inv_freq)
+		return ERRC(err);
+	if ((rc = up_lin(c, &c->lm_head, &m->lm_head, err)))
+		return rc;
+	for (int li = 0; li < nl; li++) {
+		const struct layer *L = &m->layers[li];
+		struct dlayer *D = &c->L[li];
+		D->type = L->type;
+		if (!(D->in_norm = dev_vec(c, L->in_norm, m->H, err)) ||
+		    !(D->post_norm = dev_vec(c, L->post_norm, m->H, err)))
+			return ERRC(err);
+		if (L->type == LYNN_LAYER_FULL) {
+			if ((rc = up_lin(c, &D->q, &L->q, err)) || (rc = up_lin(c, &D->k, &L->k, err)) ||
+			    (rc = up_lin(c, &D->v, &L->v, err)) || (rc = up_lin(c, &D->o, &L->o, err)))
+				return rc;
+			if (!(D->q_norm = dev_vec(c, L->q_norm, m->hd, err)) ||
+			    !(D->k_norm = dev_vec(c, L->k_norm, m->hd, err)))
+				return ERRC(err);
+		} else {
+			if ((rc = up_lin(c, &D->qkv, &L->qkv, err)) || (rc = up_lin(c, &D->z, &L->z, err)) ||
+			    (rc = up_lin(c, &D->b, &L->b, err)) || (rc = up_lin(c, &D->a, &L->a, err)) ||
+			    (rc = up_lin(c, &D->out, &L->out, err)))
+				return rc;
+			if (!(D->conv_w = dev_vec(c, L->conv_w, (int64_t)m->conv_dim * m->K, err)) ||
+			    !(D->neg_a = dev_vec(c, L->neg_a, m->Hv, err)) ||
+			    !(D->dt_bias = dev_vec(c, L->dt_bias, m->Hv, err)) ||
+			    !(D->gnorm = dev_vec(c, L->gnorm, m->dv, err)))
+				return ERRC(err);
+		}
+		if ((rc = up_lin(c, &D->router, &L->router, err)) || (rc = up_lin(c, &D->sg, &L->sg, err)) ||
+		    (rc = up_lin(c, &D->su, &L->su, err)) || (rc = up_lin(c, &D->sd, &L->sd, err)) ||
+		    (rc = up_lin(c, &D->sgate, &L->sgate, err)) ||
+		    (rc = up_bank(c, &D->eg, L->eg, m->E, err)) || (rc = up_bank(c, &D->eu, L->eu, m->E, err)) ||
+		    (rc = up_bank(c, &D->ed, L->ed, m->E, err)))
+			return rc;
+	}
+	return 0;
+}
+
+/* An adapter's A and B on the device (replacing earlier copies). */
+extern "C" void lynn_cuda_lora_drop(struct lin *l)
+{
+	cudaFree(l->d_lora_a);
+	cudaFree(l->d_lora_b);
+	l->d_lora_a = l->d_lora_b = NULL;
+}
+
+extern "C" int lynn_cuda_lora_upload(struct lin *l, struct lynn_err *err)
+{
+	const struct lynn_lora_ref *r = &l->lora;
+	size_t ab = dense_bytes(r->dt, r->rank, l->n_in), bb = dense_bytes(r->dt, l->n_out, r->rank);
+	lynn_cuda_lora_drop(l);
+	LYNN_CUDA_TRY(cudaMalloc(&l->d_lora_a, ab));
+	LYNN_CUDA_TRY(cudaMalloc(&l->d_lora_b, bb));
+	LYNN_CUDA_TRY(cudaMemcpy(l->d_lora_a, r->a, ab, cudaMemcpyHostToDevice));
+	LYNN_CUDA_TRY(cudaMemcpy(l->d_lora_b, r->b, bb, cudaMemcpyHostToDevice));
+	return 0;
+}
+
+/* ===== sequence state ===== */
+
+static size_t conv_bytes(const struct lynn_model *m)
+{
+	return (size_t)(m->K > 1 ? m->K - 1 : 1) * m->conv_dim * sizeof(float);
+}
+
+static size_t rec_bytes(const struct lynn_model *m)
+{
+	return (size_t)m->Hv * m->dk * m->dv * sizeof(float);
+}
+
+extern "C" void lynn_cuda_seq_free(struct lynn_seq *s)
+{
+	struct lynn_cuda_seq *d = s->cuda;
+	if (!d)
+		return;
+	int nl = s->m->cfg.n_layers;
+	for (int li = 0; li < nl; li++) {
+		if (d->kc) cudaFree(d->kc[li]);
+		if (d->vc) cudaFree(d->vc[li]);
+		if (d->conv) cudaFree(d->conv[li]);
+		if (d->rec) cudaFree(d->rec[li]);
+	}
+	free(d->kc); free(d->vc); free(d->conv); free(d->rec);
+	cudaFree(d->d_kc); cudaFree(d->d_vc); cudaFree(d->d_conv); cudaFree(d->d_rec);
+	free(d);
+	s->cuda = NULL;
+}
+
+static int push_tables(struct lynn_cuda_seq *d, int nl, struct lynn_err *err)
+{
+	size_t b = (size_t)nl * sizeof(float *);
+	LYNN_CUDA_TRY(cudaMemcpy(d->d_kc, d->kc, b, cudaMemcpyHostToDevice));
+	LYNN_CUDA_TRY(cudaMemcpy(d->d_vc, d->vc, b, cudaMemcpyHostToDevice));
+	LYNN_CUDA_TRY(cudaMemcpy(d->d_conv, d->conv, b, cudaMemcpyHostToDevice));
+	LYNN_CUDA_TRY(cudaMemcpy(d->d_rec, d->rec, b, cudaMemcpyHostToDevice));
+	return 0;
+}
+
+extern "C" int lynn_cuda_seq_init(struct lynn_seq *s, struct lynn_err *err)
+{
+	const struct lynn_model *m = s->m;
+	int nl = m->cfg.n_layers;
+	struct lynn_cuda_seq *d = (struct lynn_cuda_seq *)calloc(1, sizeof *d);
+	if (!d)
+		return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory for a sequence state");
+	s->cuda = d;
+	d->kc = (float **)calloc((size_t)nl, sizeof(float *));
+	d->vc = (float **)calloc((size_t)nl, sizeof(float *));
+	d->conv = (float **)calloc((size_t)nl, sizeof(float *));
+	d->rec = (float **)calloc((size_t)nl, sizeof(float *));
+	if (!d->kc || !d->vc || !d->conv || !d->rec)
+		return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory for a sequence state");
+	size_t b = (size_t)nl * sizeof(float *);
+	LYNN_CUDA_TRY(cudaMalloc(&d->d_kc, b));
+	LYNN_CUDA_TRY(cudaMalloc(&d->d_vc, b));
+	LYNN_CUDA_TRY(cudaMalloc(&d->d_conv, b));
+	LYNN_CUDA_TRY(cudaMalloc(&d->d_rec, b));
+	for (int li = 0; li < nl; li++) {
+		if (m->layers[li].type != LYNN_LAYER_LINEAR)
+			continue;
+		LYNN_CUDA_TRY(cudaMalloc(&d->conv[li], conv_bytes(m)));
+		LYNN_CUDA_TRY(cudaMalloc(&d->rec[li], rec_bytes(m)));
+		LYNN_CUDA_TRY(cudaMemset(d->conv[li], 0, conv_bytes(m)));
+		LYNN_CUDA_TRY(cudaMemset(d->rec[li], 0, rec_bytes(m)));
+	}
+	return push_tables(d, nl, err);
+}
+
+extern "C" void lynn_cuda_seq_reset(struct lynn_seq *s)
+{
+	const struct lynn_model *m = s->m;
+	struct lynn_cuda_seq *d = s->cuda;
+	for (int li = 0; li < m->cfg.n_layers; li++)
+		if (d->conv[li]) {
+			cudaMemset(d->conv[li], 0, conv_bytes(m));
+			cudaMemset(d->rec[li], 0, rec_bytes(m));
+		}
+}
+
+/* KV rows for `need` positions: doubled as on the CPU, the old rows copied. */
+static int grow_kv(const struct lynn_model *m, struct lynn_seq *s, int64_t need, struct lynn_err *err)
+{
+	struct lynn_cuda_seq *d = s->cuda;
+	if (need <= d->cap)
+		return 0;
+	int64_t cap = d->cap ? d->cap : 64;
+	while (cap < need)
+		cap *= 2;
+	size_t row = (size_t)m->nkv * m->hd * sizeof(float);
+	for (int li = 0; li < m->cfg.n_layers; li++) {
+		if (m->layers[li].type != LYNN_LAYER_FULL)
+			continue;
+		float **tabs[2] = { d->kc, d->vc };
+		for (int t = 0; t < 2; t++) {
+			float *nb = NULL;
+			if (cudaMalloc(&nb, (size_t)cap * row) != cudaSuccess)
+				return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of device memory for a KV cache "
+						 "of %lld tokens", (long long)cap);
+			if (tabs[t][li])
+				LYNN_CUDA_TRY(cudaMemcpy(nb, tabs[t][li], (size_t)d->cap * row,
+							 cudaMemcpyDeviceToDevice));
+			cudaFree(tabs[t][li]);
+			tabs[t][li] = nb;
+		}
+	}
+	d->cap = cap;
+	return push_tables(d, m->cfg.n_layers, err);
+}
+
+/* ===== kernels ===== */
+
+__device__ __forceinline__ float sigmoid_d(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float silu_d(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float softplus_d(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+/* Sum (or max) over the block; every thread gets the result. `red` holds 33 floats. */
+__device__ float block_sum(float v, float *red)
+{
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+	v = warp_sum(v);
+	__syncthreads();
+	if (lane == 0)
+		red[w] = v;
+	__syncthreads();
+	if (w == 0) {
+		float t = lane < nw ? red[lane] : 0.0f;
+		t = warp_sum(t);
+		if (lane == 0)
+			red[32] = t;
+	}
+	__syncthreads();
+	return red[32];
+}
+
+__device__ float block_max(float v, float *red)
+{
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	__syncthreads();
+	if (lane == 0)
+		red[w] = v;
+	__syncthreads();
+	if (w == 0) {
+		float t = lane < nw ? red[lane] : -INFINITY;
+		for (int o = 16; o > 0; o >>= 1)
+			t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, o));
+		if (lane == 0)
+			red[32] = t;
+	}
+	__syncthreads();
+	return red[32];
+}
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+
+/* Dense product, one warp per output row: for each group g (an expert
+ * slot, or the one group of a plain linear) Y_g[t][r] (=, or += with acc)
+ * scale * sum_k W_e[r][k] X_g[t][k] with e = ids ? ids[g] : 0, X_g = X +
+ * (g / x_div) * x_gstride, Y_g = Y + g * y_gstride; rows of tokens ldx/ldy apart. */
+#define GEMV_T 4
+template <typename T>
+__global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__restrict__ ids,
+		       int x_div, const float *__restrict__ X, int64_t ldx, int64_t x_gstride, int M,
+		       int64_t N, int64_t K, float *Y, int64_t ldy, int64_t y_gstride, float scale,
+		       int acc)
+{
+	int lane = threadIdx.x & 31;
+	int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	int g = blockIdx.y;
+	if (r >= N)
+		return;
+	const T *w = W + (ids ? (int64_t)ids[g] : 0) * w_estride + r * K;
+	const float *x = X + (int64_t)(g / x_div) * x_gstride;
+	float *y = Y + (int64_t)g * y_gstride;
+	constexpr int V = 16 / sizeof(T);
+	bool vec = K % V == 0 && ((uintptr_t)w & 15) == 0 && ldx % 4 == 0 &&
+		   ((uintptr_t)x & 15) == 0;
+	for (int t0 = 0; t0 < M; t0 += GEMV_T) {
+		float a[GEMV_T] = { 0 };
+		int nt = M - t0 < GEMV_T ? M - t0 : GEMV_T;
+		if (vec) {
+			for (int64_t k0 = (int64_t)lane * V; k0 < K; k0 += 32 * V) {
+				union { uint4 u; T e[V]; } wv;
+				wv.u = __ldg((const uint4 *)(w + k0));
+				float wf[V];
+#pragma unroll
+				for (int j = 0; j < V; j++)
+					wf[j] = to_f(wv.e[j]);
+#pragma unroll
+				for (int t = 0; t < GEMV_T; t++) {
+					if (t >= nt)
+						break;
+					const float4 *xp = (const float4 *)(x + (int64_t)(t0 + t) * ldx + k0);
+					float s = 0.0f;
+#pragma unroll
+					for (int j = 0; j < V / 4; j++) {
+						float4 xv = __ldg(xp + j);
+						s += wf[4 * j] * xv.x + wf[4 * j + 1] * xv.y + wf[4 * j + 2] * xv.z +
+						     wf[4 * j + 3] * xv.w;
+					}
+					a[t] += s;
+				}
+			}
+		} else {
+			for (int64_t k = lane; k < K; k += 32) {
+				float wf = to_f(w[k]);
+				for (int t = 0; t < nt; t++)
+					a[t] += wf * x[(int64_t)(t0 + t) * ldx + k];
+			}
+		}
+		for (int t = 0; t < nt; t++) {
+			float s = warp_sum(a[t]);
+			if (lane == 0) {
+				float *yp = y + (int64_t)(t0 + t) * ldy + r;
+				*yp = acc ? *yp + scale * s : scale * s;
+			}
+		}
+	}
+}
+
+/* Embedding rows (BF16/F16/F32) to f32. */
+template <typename T>
+__global__ void k_embed(const T *E, const int *ids, int64_t H, float *x)
+{
+	int i = blockIdx.x;
+	const T *row = E + (int64_t)ids[i] * H;
+	for (int64_t d = threadIdx.x; d < H; d += blockDim.x)
+		x[(int64_t)i * H + d] = to_f(row[d]);
+}
+
+/* y = x * rsqrt(mean(x^2) + eps) * w for row rows ? rows[i] : i; also bf16. */
+__global__ void k_rmsnorm(const float *x, const int *rows, const float *w, int H, float eps,
+			  float *y, __nv_bfloat16 *yb)
+{
+	__shared__ float red[33];
+	int i = blockIdx.x;
+	const float *xr = x + (int64_t)(rows ? rows[i] : i) * H;
+	float ss = 0.0f;
+	for (int d = threadIdx.x; d < H; d += blockDim.x)
+		ss += xr[d] * xr[d];
+	ss = block_sum(ss, red);
+	float r = 1.0f / sqrtf(ss / (float)H + eps);
+	for (int d = threadIdx.x; d < H; d += blockDim.x) {
+		float v = xr[d] * r * w[d];
+		y[(int64_t)i * H + d] = v;
+		yb[(int64_t)i * H + d] = __float2bfloat16(v);
+	}
+}
+
+__global__ void k_to_bf16(const float *x, int64_t n, __nv_bfloat16 *y)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		y[i] = __float2bfloat16(x[i]);
+}
+
+__global__ void k_add(float *x, const float *y, int64_t n)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		x[i] += y[i];
+}
+
+/* Attention inputs, one block per (row, head): heads 0..nh-1 are the query
+ * heads of P (RMSNorm + RoPE in place), nh..nh+nkv-1 the key heads (norm +
+ * RoPE, then written with the value head into the row's cache slot). */
+__global__ void k_qk_prep(float *P, const float *Kx, const float *Vx, const int64_t *pos,
+			  float *const *const *row_kc, float *const *const *row_vc, int li,
+			  const float *q_norm, const float *k_norm, const float *inv_freq, int nh, int nkv,
+			  int hd, int rot, float eps)
+{
+	__shared__ float red[33];
+	__shared__ float v[MAX_HD];
+	int i = blockIdx.x, h = blockIdx.y, kvw = nkv * hd;
+	bool isq = h < nh;
+	const float *src = isq ? P + ((int64_t)i * nh + h) * 2 * hd : Kx + (int64_t)i * kvw + (h - nh) * hd;
+	const float *w = isq ? q_norm : k_norm;
+	float ss = 0.0f;
+	for (int j = threadIdx.x; j < hd; j += blockDim.x)
+		ss += src[j] * src[j];
+	ss = block_sum(ss, red);
+	float r = 1.0f / sqrtf(ss / (float)hd + eps);
+	for (int j = threadIdx.x; j < hd; j += blockDim.x)
+		v[j] = src[j] * r * w[j];
+	__syncthreads();
+	int half = rot / 2;
+	for (int j = threadIdx.x; j < half; j += blockDim.x) {
+		float ang = (float)pos[i] * inv_freq[j];
+		float cs = cosf(ang), sn = sinf(ang), a = v[j], b = v[j + half];
+		v[j] = a * cs - b * sn;
+		v[j + half] = b * cs + a * sn;
+	}
+	__syncthreads();
+	if (isq) {
+		float *dst = P + ((int64_t)i * nh + h) * 2 * hd;
+		for (int j = threadIdx.x; j < hd; j += blockDim.x)
+			dst[j] = v[j];
+		return;
+	}
+	int g = h - nh;
+	float *kd = row_kc[i][li] + pos[i] * kvw + g * hd, *vd = row_vc[i][li] + pos[i] * kvw + g * hd;
+	const float *vs = Vx + (int64_t)i * kvw + g * hd;
+	for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+		kd[j] = v[j];
+		vd[j] = vs[j];
+	}
+}
+
+/* Gated attention, one block of ATT_WARPS warps per (row, head): each warp
+ * runs an online softmax over every ATT_WARPS-th position up to the row's
+ * own, the warps are merged, then the output gate (§3.3 steps 4-6). */
+__global__ void k_attn(const float *P, const int64_t *pos, float *const *const *row_kc,
+		       float *const *const *row_vc, int li, int nh, int nkv, int hd, float *O)
+{
+	__shared__ float q[MAX_HD];
+	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
+	__shared__ float wo[ATT_WARPS][MAX_HD];
+	int i = blockIdx.x, h = blockIdx.y, g = h / (nh / nkv), kvw = nkv * hd;
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nc = hd / 32;
+	const float *qs = P + ((int64_t)i * nh + h) * 2 * hd;
+	for (int j = threadIdx.x; j < hd; j += blockDim.x)
+		q[j] = qs[j];
+	__syncthreads();
+	const float *kc = row_kc[i][li] + g * hd, *vc = row_vc[i][li] + g * hd;
+	float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY, l = 0.0f, o[MAX_HD / 32];
+	for (int c = 0; c < nc; c++)
+		o[c] = 0.0f;
+	for (int64_t t = w; t <= pos[i]; t += ATT_WARPS) {
+		const float *k = kc + t * kvw, *v = vc + t * kvw;
+		float d = 0.0f;
+		for (int c = 0; c < nc; c++)
+			d += q[lane + 32 * c] * k[lane + 32 * c];
+		float s = warp_sum(d) * scale;
+		if (s > mx) {
+			float corr = expf(mx - s);
+			l = l * corr + 1.0f;
+			for (int c = 0; c < nc; c++)
+				o[c] = o[c] * corr + v[lane + 32 * c];
+			mx = s;
+		} else {
+			float p = expf(s - mx);
+			l += p;
+			for (int c = 0; c < nc; c++)
+				o[c] += p * v[lane + 32 * c];
+		}
+	}
+	if (lane == 0) {
+		wm[w] = mx;
+		wl[w] = l;
+	}
+	for (int c = 0; c < nc; c++)
+		wo[w][lane + 32 * c] = o[c];
+	__syncthreads();
+	float M = -INFINITY, L = 0.0f;
+	for (int u = 0; u < ATT_WARPS; u++)
+		M = fmaxf(M, wm[u]);
+	for (int u = 0; u < ATT_WARPS; u++)
+		L += wm[u] == -INFINITY ? 0.0f : wl[u] * expf(wm[u] - M);
+	const float *gate = qs + hd;
+	for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+		float acc = 0.0f;
+		for (int u = 0; u < ATT_WARPS; u++)
+			if (wm[u] != -INFINITY)
+				acc += wo[u][j] * expf(wm[u] - M);
+		O[((int64_t)i * nh + h) * hd + j] = acc / L * sigmoid_d(gate[j]);
+	}
+}
+
+/* Causal depthwise conv + SiLU over each sequence's rows in order (§3.4
+ * step 2): block (sequence, channel block). */
+__global__ void k_conv(const float *U, float *C, const int *seq_rows, const int *seq_start,
+		       float *const *const *seq_conv, int li, const float *W, int K, int cd)
+{
+	int s = blockIdx.x, ch = blockIdx.y * blockDim.x + threadIdx.x;
+	if (ch >= cd)
+		return;
+	float *st = seq_conv[s][li];
+	const float *w = W + (int64_t)ch * K;
+	for (int e = seq_start[s]; e < seq_start[s + 1]; e++) {
+		int i = seq_rows[e];
+		float u = U[(int64_t)i * cd + ch], acc = 0.0f;
+		for (int j = 0; j < K - 1; j++)
+			acc += w[j] * st[(int64_t)j * cd + ch];
+		acc += w[K - 1] * u;
+		for (int j = 0; j + 1 < K - 1; j++)
+			st[(int64_t)j * cd + ch] = st[(int64_t)(j + 1) * cd + ch];
+		if (K > 1)
+			st[(int64_t)(K - 2) * cd + ch] = u;
+		C[(int64_t)i * cd + ch] = silu_d(acc);
+	}
+}
+
+/* The delta rule and the gated RMSNorm for one v-head over one sequence's
+ * rows in order (§3.4 steps 3-8): block (sequence, v-head), a thread per
+ * state column j < dv. */
+__global__ void k_delta(const float *C, const float *Z, const float *Bv, const float *Av,
+			const int *seq_rows, const int *seq_start, float *const *const *seq_rec, int li,
+			const float *neg_a, const float *dt_bias, const float *gnorm, int Hk, int Hv,
+			int dk, int dv, int cd, float eps, float *O2)
+{
+	extern __shared__ float sh[]; /* qn[dk], kn[dk] */
+	__shared__ float red[33];
+	float *qn = sh, *kn = sh + dk;
+	int s = blockIdx.x, h = blockIdx.y, j = threadIdx.x, kh = h / (Hv / Hk);
+	float *S = seq_rec[s][li] + (int64_t)h * dk * dv;
+	float qscale = 1.0f / sqrtf((float)dk);
+	for (int e = seq_start[s]; e < seq_start[s + 1]; e++) {
+		int i = seq_rows[e];
+		const float *cv = C + (int64_t)i * cd;
+		const float *q = cv + (int64_t)kh * dk, *k = cv + (int64_t)Hk * dk + (int64_t)kh * dk;
+		float sq = 0.0f, sk = 0.0f;
+		for (int a = j; a < dk; a += blockDim.x) {
+			sq += q[a] * q[a];
+			sk += k[a] * k[a];
+		}
+		sq = block_sum(sq, red);
+		sk = block_sum(sk, red);
+		float rq = 1.0f / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
+		for (int a = j; a < dk; a += blockDim.x) {
+			qn[a] = q[a] * rq * qscale;
+			kn[a] = k[a] * rk;
+		}
+		__syncthreads();
+		float beta = sigmoid_d(Bv[(int64_t)i * Hv + h]);
+		float decay = expf(neg_a[h] * softplus_d(Av[(int64_t)i * Hv + h] + dt_bias[h]));
+		float o = 0.0f;
+		if (j < dv) {
+			float mv = 0.0f;
+			for (int a = 0; a < dk; a++) {
+				float x = S[(int64_t)a * dv + j] * decay;
+				S[(int64_t)a * dv + j] = x;
+				mv += x * kn[a];
+			}
+			float v = cv[2 * (int64_t)Hk * dk + (int64_t)h * dv + j];
+			float delta = (v - mv) * beta;
+			for (int a = 0; a < dk; a++) {
+				float x = S[(int64_t)a * dv + j] + kn[a] * delta;
+				S[(int64_t)a * dv + j] = x;
+				o += x * qn[a];
+			}
+		}
+		float ss = block_sum(j < dv ? o * o : 0.0f, red);
+		float r = 1.0f / sqrtf(ss / (float)dv + eps);
+		if (j < dv) {
+			float z = Z[(int64_t)i * Hv * dv + (int64_t)h * dv + j];
+			O2[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = gnorm[j] * (o * r) * silu_d(z);
+		}
+		__syncthreads(); /* qn/kn of the next row */
+	}
+}
+
+/* Router: softmax over all E experts, top-k (descending, lower index first
+ * on ties, as torch.topk), the k probabilities renormalised; `ord` lists a
+ * row's slots by ascending expert id (the order HF's index_add_ sums in). */
+__global__ void k_route(const float *R, int E, int k, int *sele, float *selp, float *selw, int *ord)
+{
+	extern __shared__ float p[];
+	__shared__ float red[33];
+	__shared__ int bi[33];
+	int i = blockIdx.x;
+	const float *r = R + (int64_t)i * E;
+	float mx = -INFINITY;
+	for (int e = threadIdx.x; e < E; e += blockDim.x)
+		mx = fmaxf(mx, r[e]);
+	mx = block_max(mx, red);
+	float sum = 0.0f;
+	for (int e = threadIdx.x; e < E; e += blockDim.x) {
+		p[e] = expf(r[e] - mx);
+		sum += p[e];
+	}
+	sum = block_sum(sum, red);
+	for (int e = threadIdx.x; e < E; e += blockDim.x)
+		p[e] /= sum;
+	__syncthreads();
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+	for (int j = 0; j < k; j++) {
+		float bv = -1.0f;
+		int be = E;
+		for (int e = threadIdx.x; e < E; e += blockDim.x)
+			if (p[e] > bv) {
+				bv = p[e];
+				be = e;
+			}
+		for (int o = 16; o > 0; o >>= 1) {
+			float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+			int oe = __shfl_xor_sync(0xffffffffu, be, o);
+			if (ov > bv || (ov == bv && oe < be)) {
+				bv = ov;
+				be = oe;
+			}
+		}
+		if (lane == 0) {
+			red[w] = bv;
+			bi[w] = be;
+		}
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			for (int u = 1; u < nw; u++)
+				if (red[u] > red[0] || (red[u] == red[0] && bi[u] < bi[0])) {
+					red[0] = red[u];
+					bi[0] = bi[u];
+				}
+			sele[i * k + j] = bi[0];
+			selp[i * k + j] = red[0];
+			p[bi[0]] = -2.0f; /* taken */
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) {
+		float tot = 0.0f;
+		for (int j = 0; j < k; j++)
+			tot += selp[i * k + j];
+		for (int j = 0; j < k; j++) {
+			selw[i * k + j] = selp[i * k + j] / tot;
+			ord[i * k + j] = j;
+		}
+		for (int a = 1; a < k; a++)
+			for (int b = a; b > 0 && sele[i * k + ord[i * k + b]] < sele[i * k + ord[i * k + b - 1]]; b--) {
+				int t = ord[i * k + b];
+				ord[i * k + b] = ord[i * k + b - 1];
+				ord[i * k + b - 1] = t;
+			}
+	}
+}
+
+/* Each slot's row of x (bf16), for the grouped NVFP4 products. */
+__global__ void k_gather_bf16(const __nv_bfloat16 *x, int k, int64_t H, __nv_bfloat16 *xg)
+{
+	int g = blockIdx.x;
+	for (int64_t d = threadIdx.x; d < H; d += blockDim.x)
+		xg[(int64_t)g * H + d] = x[(int64_t)(g / k) * H + d];
+}
+
+/* act = silu(gate) * up, f32 and bf16. */
+__global__ void k_swiglu(const float *G, const float *U, int64_t n, float *A, __nv_bfloat16 *Ab)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		float a = silu_d(G[i]) * U[i];
+		A[i] = a;
+		Ab[i] = __float2bfloat16(a);
+	}
+}
+
+/* x += (routed sum in expert order) + sigmoid(shared gate) * shared (§3.5). */
+__global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const int *ord,
+			  const float *SG, const float *YS, int k, int64_t H)
+{
+	int i = blockIdx.x;
+	float sg = sigmoid_d(SG[i]);
+	for (int64_t d = threadIdx.x; d < H; d += blockDim.x) {
+		float y = 0.0f;
+		for (int j = 0; j < k; j++) {
+			int sl = i * k + ord[i * k + j];
+			y += Yg[(int64_t)sl * H + d] * selw[sl];
+		}
+		y += sg * YS[(int64_t)i * H + d];
+		x[(int64_t)i * H + d] += y;
+	}
+}
+
+/* ===== the pass ===== */
+
+struct scratch {
+	float *x, *xn, *mix, *P, *Kx, *Vx, *O, *U, *C, *Z, *Bv, *Av, *O2, *R, *selp, *selw;
+	float *Gg, *Ug, *act, *Yg, *HSg, *HSu, *HSa, *YS, *SG, *lora, *logits;
+	__nv_bfloat16 *xnb, *Ob, *O2b, *Xg, *actb, *HSab;
+	int *sele, *ord;
+	/* staged from the host */
+	int *ids, *seq_rows, *seq_start, *want_rows;
+	int64_t *pos;
+	float *const *const *row_kc, *const *const *row_vc, *const *const *seq_conv, *const *const *seq_rec;
+};
+
+struct arena {
+	char *base;
+	size_t used;
+};
+
+static void *carve(struct arena *a, size_t bytes)
+{
+	size_t at = (a->used + 255) & ~(size_t)255;
+	a->used = at + bytes;
+	return a->base ? a->base + at : NULL;
+}
+
+static void layout(const struct lynn_model *m, struct arena *a, struct scratch *s, int64_t n,
+		   int64_t nw, int max_rank)
+{
+	size_t f = sizeof(float), b = sizeof(__nv_bfloat16), nk = (size_t)n * m->topk;
+	size_t big = LYNN_MAX((size_t)m->nh * m->hd, (size_t)m->Hv * m->dv);
+	a->used = 0;
+	s->x = (float *)carve(a, n * m->H * f);
+	s->xn = (float *)carve(a, n * m->H * f);
+	s->mix = (float *)carve(a, n * m->H * f);
+	s->P = (float *)carve(a, n * m->nh * 2 * m->hd * f);
+	s->Kx = (float *)carve(a, n * m->nkv * m->hd * f);
+	s->Vx = (float *)carve(a, n * m->nkv * m->hd * f);
+	s->O = (float *)carve(a, n * m->nh * m->hd * f);
+	s->U = (float *)carve(a, n * m->conv_dim * f);
+	s->C = (float *)carve(a, n * m->conv_dim * f);
+	s->Z = (float *)carve(a, n * m->Hv * m->dv * f);
+	s->Bv = (float *)carve(a, n * m->Hv * f);
+	s->Av = (float *)carve(a, n * m->Hv * f);
+	s->O2 = (float *)carve(a, n * m->Hv * m->dv * f);
+	s->R = (float *)carve(a, n * m->E * f);
+	s->selp = (float *)carve(a, nk * f);
+	s->selw = (float *)carve(a, nk * f);
+	s->Gg = (float *)carve(a, nk * m->I * f);
+	s->Ug = (float *)carve(a, nk * m->I * f);
+	s->act = (float *)carve(a, nk * m->I * f);
+	s->Yg = (float *)carve(a, nk * m->H * f);
+	s->HSg = (float *)carve(a, n * m->Is * f);
+	s->HSu = (float *)carve(a, n * m->Is * f);
+	s->HSa = (float *)carve(a, n * m->Is * f);
+	s->YS = (float *)carve(a, n * m->H * f);
+	s->SG = (float *)carve(a, n * f);
+	s->lora = (float *)carve(a, n * (size_t)(max_rank > 0 ? max_rank : 1) * f);
+	s->logits = (float *)carve(a, (size_t)(nw > 0 ? nw : 1) * m->V * f);
+	s->xnb = (__nv_bfloat16 *)carve(a, n * m->H * b);
+	s->Ob = (__nv_bfloat16 *)carve(a, n * big * b);
+	s->O2b = s->Ob;
+	s->Xg = (__nv_bfloat16 *)carve(a, nk * m->H * b);
+	s->actb = (__nv_bfloat16 *)carve(a, nk * m->I * b);
+	s->HSab = (__nv_bfloat16 *)carve(a, n * m->Is * b);
+	s->sele = (int *)carve(a, nk * sizeof(int));
+	s->ord = (int *)carve(a, nk * sizeof(int));
+}
+
+/* The chunk's small host arrays, staged in one pinned buffer. */
+struct staged {
+	int *ids, *seq_rows, *seq_start, *want_rows;
+	int64_t *pos;
+	float ***row_kc, ***row_vc, ***seq_conv, ***seq_rec;
+};
+
+static size_t stage_layout(struct arena *a, struct staged *h, int64_t n)
+{
+	size_t p = sizeof(void *);
+	a->used = 0;
+	h->pos = (int64_t *)carve(a, n * sizeof(int64_t));
+	h->row_kc = (float ***)carve(a, n * p);
+	h->row_vc = (float ***)carve(a, n * p);
+	h->seq_conv = (float ***)carve(a, n * p);
+	h->seq_rec = (float ***)carve(a, n * p);
+	h->ids = (int *)carve(a, n * sizeof(int));
+	h->seq_rows = (int *)carve(a, n * sizeof(int));
+	h->seq_start = (int *)carve(a, (n + 1) * sizeof(int));
+	h->want_rows = (int *)carve(a, n * sizeof(int));
+	return a->used;
+}
+
+struct pass {
+	struct lynn_model *m;
+	struct lynn_cuda_model *c;
+	struct scratch s;
+	cudaStream_t st;
+	struct lynn_err *err;
+};
+
+static int launch_check(struct pass *p, const char *what)
+{
+	cudaError_t e = cudaGetLastError();
+	if (e != cudaSuccess)
+		return lynn_errf(p->err, -LYNN_ECUDA, "cuda: %s: %s", what, cudaGetErrorString(e));
+	return 0;
+}
+
+static int grid_for(int64_t n, int block)
+{
+	int64_t g = (n + block - 1) / block;
+	return (int)(g < 1 ? 1 : g > 65535 ? 65535 : g);
+}
+
+/* The dense product of k_gemv for weight dtype dt. */
+static int gemv(struct pass *p, enum lynn_dtype dt, const void *w, int64_t w_estride, const int *ids,
+		int groups, int x_div, const float *x, int64_t ldx, int64_t x_gstride, int m, int64_t n,
+		int64_t k, float *y, int64_t ldy, int64_t y_gstride, float scale, bool acc)
+{
+	dim3 grid((unsigned)((n + 7) / 8), (unsigned)groups);
+	if (m <= 0 || groups <= 0)
+		return 0;
+	switch (dt) {
+	case LYNN_DTYPE_BF16:
+		k_gemv<__nv_bfloat16><<<grid, 256, 0, p->st>>>((const __nv_bfloat16 *)w, w_estride, ids, x_div,
+							       x, ldx, x_gstride, m, n, k, y, ldy,
+							       y_gstride, scale, acc);
+		break;
+	case LYNN_DTYPE_F16:
+		k_gemv<__half><<<grid, 256, 0, p->st>>>((const __half *)w, w_estride, ids, x_div, x, ldx,
+							x_gstride, m, n, k, y, ldy, y_gstride, scale, acc);
+		break;
+	case LYNN_DTYPE_F32:
+		k_gemv<float><<<grid, 256, 0, p->st>>>((const float *)w, w_estride, ids, x_div, x, ldx,
+						       x_gstride, m, n, k, y, ldy, y_gstride, scale, acc);
+		break;
+	default:
+		return lynn_errf(p->err, -LYNN_EUNSUPPORTED, "cuda: weight dtype %s", lynn_dtype_name(dt));
+	}
+	return launch_check(p, "dense product");
+}
+
+/* y (M x n, ld n) = W x, x f32 (ld k) and its bf16 copy xb (NVFP4 only);
+ * then scale * B (A x) added when the linear has an enabled adapter. */
+static int lin_run(struct pass *p, const struct dlin *l, const float *x, const __nv_bfloat16 *xb, int M,
+		   float *y)
+{
+	int rc;
+	if (M <= 0)
+		return 0;
+	if (l->nv) {
+		if ((rc = lynn_cuda_nvfp4_gemm(&l->q, xb, M, y, LYNN_CUDA_OUT_F32, p->st, p->err)))
+			return rc;
+	} else if ((rc = gemv(p, l->dt, l->w, 0, NULL, 1, 1, x, l->k, 0, M, l->n, l->k, y, l->n, 0, 1.0f,
+			      false))) {
+		return rc;
+	}
+	const struct lin *h = l->host;
+	if (!p->m->lora_on || !h->has_lora)
+		return 0;
+	const struct lynn_lora_ref *r = &h->lora;
+	if ((rc = gemv(p, r->dt, h->d_lora_a, 0, NULL, 1, 1, x, l->k, 0, M, r->rank, l->k, p->s.lora, r->rank, 0,
+		       r->scale, false)))
+		return rc;
+	return gemv(p, r->dt, h->d_lora_b, 0, NULL, 1, 1, p->s.lora, r->rank, 0, M, l->n, r->rank, y, l->n, 0, 1.0f,
+		    true);
+}
+
+/* Expert products over the n*k slots: Y[g] = W_{sele[g]} X_{g / x_div}. */
+static int bank_run(struct pass *p, const struct dbank *b, int groups, int x_div, const float *x,
+		    const __nv_bfloat16 *xb, float *y)
+{
+	if (b->nv) /* x_div 1: xb holds one row per slot */
+		return lynn_cuda_nvfp4_moe_gemm(&b->q, p->s.sele, groups, xb, b->k, 1, y, LYNN_CUDA_OUT_F32,
+						LYNN_CUDA_PATH_AUTO, p->st, p->err);
+	return gemv(p, b->dt, b->w, b->n * b->k, p->s.sele, groups, x_div, x, b->k, b->k, 1, b->n, b->k, y,
+		    b->n, b->n, 1.0f, false);
+}
+
+/* Adapters on routed experts: the slots' experts are read back and each
+ * slot whose expert has an enabled adapter gets scale * B (A x) added to
+ * its row of y (x: the slot's input row; f32). */
+static int slot_lora(struct pass *p, const struct lin *ls, const int *sele, int groups, int x_div,
+		     const float *x, int64_t ldx, float *y, int64_t ldy)
+{
+	int rc;
+	for (int g = 0; g < groups; g++) {
+		const struct lin *l = &ls[sele[g]];
+		if (!l->has_lora)
+			continue;
+		const struct lynn_lora_ref *r = &l->lora;
+		const float *xg = x + (int64_t)(g / x_div) * ldx;
+		if ((rc = gemv(p, r->dt, l->d_lora_a, 0, NULL, 1, 1, xg, ldx, 0, 1, r->rank, l->n_in, p->s.lora,
+			       r->rank, 0, r->scale, false)) ||
+		    (rc = gemv(p, r->dt, l->d_lora_b, 0, NULL, 1, 1, p->s.lora, r->rank, 0, 1, l->n_out, r->rank,
+			       y + (int64_t)g * ldy, ldy, 0, 1.0f, true)))
+			return rc;
+	}
+	return 0;
+}
+
+static bool experts_have_lora(const struct lynn_model *m, const struct layer *L)
+{
+	for (int e = 0; m->lora_on && e < m->E; e++)
+		if (L->eg[e].has_lora || L->eu[e].has_lora || L->ed[e].has_lora)
+			return true;
+	return false;
+}
+
+static int attention(struct pass *p, int li, int64_t n)
+{
+	struct lynn_model *m = p->m;
+	const struct dlayer *D = &p->c->L[li];
+	struct scratch *s = &p->s;
+	int rc;
+	if ((rc = lin_run(p, &D->q, s->xn, s->xnb, (int)n, s->P)) ||
+	    (rc = lin_run(p, &D->k, s->xn, s->xnb, (int)n, s->Kx)) ||
+	    (rc = lin_run(p, &D->v, s->xn, s->xnb, (int)n, s->Vx)))
+		return rc;
+	int bt = LYNN_MIN(256, LYNN_MAX(32, m->hd));
+	k_qk_prep<<<dim3((unsigned)n, (unsigned)(m->nh + m->nkv)), bt, 0, p->st>>>(
+		s->P, s->Kx, s->Vx, s->pos, s->row_kc, s->row_vc, li, D->q_norm, D->k_norm,
+		p->c->inv_freq, m->nh, m->nkv, m->hd, m->cfg.rot_dim, (float)m->cfg.rms_eps);
+	k_attn<<<dim3((unsigned)n, (unsigned)m->nh), 32 * ATT_WARPS, 0, p->st>>>(
+		s->P, s->pos, s->row_kc, s->row_vc, li, m->nh, m->nkv, m->hd, s->O);
+	int64_t no = n * m->nh * m->hd;
+	k_to_bf16<<<grid_for(no, 256), 256, 0, p->st>>>(s->O, no, s->Ob);
+	if ((rc = launch_check(p, "attention")))
+		return rc;
+	return lin_run(p, &D->o, s->O, s->Ob, (int)n, s->mix);
+}
+
+static int deltanet(struct pass *p, int li, int64_t n, int ns)
+{
+	struct lynn_model *m = p->m;
+	const struct dlayer *D = &p->c->L[li];
+	struct scratch *s = &p->s;
+	int rc;
+	if ((rc = lin_run(p, &D->qkv, s->xn, s->xnb, (int)n, s->U)) ||
+	    (rc = lin_run(p, &D->z, s->xn, s->xnb, (int)n, s->Z)) ||
+	    (rc = lin_run(p, &D->b, s->xn, s->xnb, (int)n, s->Bv)) ||
+	    (rc = lin_run(p, &D->a, s->xn, s->xnb, (int)n, s->Av)))
+		return rc;
+	k_conv<<<dim3((unsigned)ns, (unsigned)((m->conv_dim + 127) / 128)), 128, 0, p->st>>>(
+		s->U, s->C, s->seq_rows, s->seq_start, s->seq_conv, li, D->conv_w, m->K, m->conv_dim);
+	int bt = (m->dv + 31) / 32 * 32;
+	k_delta<<<dim3((unsigned)ns, (unsigned)m->Hv), bt, 2 * m->dk * sizeof(float), p->st>>>(
+		s->C, s->Z, s->Bv, s->Av, s->seq_rows, s->seq_start, s->seq_rec, li, D->neg_a, D->dt_bias,
+		D->gnorm, m->Hk, m->Hv, m->dk, m->dv, m->conv_dim, (float)m->cfg.rms_eps, s->O2);
+	int64_t no = n * m->Hv * m->dv;
+	k_to_bf16<<<grid_for(no, 256), 256, 0, p->st>>>(s->O2, no, s->O2b);
+	if ((rc = launch_check(p, "deltanet")))
+		return rc;
+	return lin_run(p, &D->out, s->O2, s->O2b, (int)n, s->mix);
+}
+
+static int moe(struct pass *p, int li, int64_t n)
+{
+	struct lynn_model *m = p->m;
+	const struct dlayer *D = &p->c->L[li];
+	struct scratch *s = &p->s;
+	int k = m->topk, G = (int)n * k, rc;
+	if ((rc = lin_run(p, &D->router, s->xn, s->xnb, (int)n, s->R)))
+		return rc;
+	k_route<<<(unsigned)n, 256, (size_t)m->E * sizeof(float), p->st>>>(s->R, m->E, k, s->sele, s->selp,
+									     s->selw, s->ord);
+	if ((rc = launch_check(p, "router")))
+		return rc;
+	const struct layer *L = &m->layers[li];
+	bool elora = experts_have_lora(m, L);
+	int *se = NULL;
+	float *sp = NULL;
+	if (m->route_fn || elora) { /* the choices on the host */
+		se = (int *)malloc((size_t)G * sizeof(int));
+		sp = (float *)malloc((size_t)G * sizeof(float));
+		if (!se || !sp ||
+		    cudaMemcpyAsync(se, s->sele, (size_t)G * sizeof(int), cudaMemcpyDeviceToHost, p->st) ||
+		    cudaMemcpyAsync(sp, s->selp, (size_t)G * sizeof(float), cudaMemcpyDeviceToHost, p->st) ||
+		    cudaStreamSynchronize(p->st)) {
+			free(se);
+			free(sp);
+			return lynn_errf(p->err, -LYNN_ECUDA, "cuda: reading the router's choices failed");
+		}
+		for (int64_t i = 0; m->route_fn && i < n; i++)
+			m->route_fn(m->route_ud, li, k, se + i * k, sp + i * k);
+	}
+	if (D->eg.nv || D->eu.nv)
+		k_gather_bf16<<<(unsigned)G, 256, 0, p->st>>>(s->xnb, k, m->H, s->Xg);
+	int64_t na = (int64_t)G * m->I;
+	if (!(rc = bank_run(p, &D->eg, G, k, s->xn, s->Xg, s->Gg)) &&
+	    !(rc = bank_run(p, &D->eu, G, k, s->xn, s->Xg, s->Ug)) &&
+	    !(rc = elora ? slot_lora(p, L->eg, se, G, k, s->xn, m->H, s->Gg, m->I) : 0) &&
+	    !(rc = elora ? slot_lora(p, L->eu, se, G, k, s->xn, m->H, s->Ug, m->I) : 0)) {
+		k_swiglu<<<grid_for(na, 256), 256, 0, p->st>>>(s->Gg, s->Ug, na, s->act, s->actb);
+		if (!(rc = bank_run(p, &D->ed, G, 1, s->act, s->actb, s->Yg)) && elora)
+			rc = slot_lora(p, L->ed, se, G, 1, s->act, m->I, s->Yg, m->H);
+	}
+	free(se);
+	free(sp);
+	if (rc)
+		return rc;
+	if ((rc = lin_run(p, &D->sg, s->xn, s->xnb, (int)n, s->HSg)) ||
+	    (rc = lin_run(p, &D->su, s->xn, s->xnb, (int)n, s->HSu)) ||
+	    (rc = lin_run(p, &D->sgate, s->xn, s->xnb, (int)n, s->SG)))
+		return rc;
+	int64_t ns = n * m->Is;
+	k_swiglu<<<grid_for(ns, 256), 256, 0, p->st>>>(s->HSg, s->HSu, ns, s->HSa, s->HSab);
+	if ((rc = lin_run(p, &D->sd, s->HSa, s->HSab, (int)n, s->YS)))
+		return rc;
+	k_moe_sum<<<(unsigned)n, 256, 0, p->st>>>(s->x, s->Yg, s->selw, s->ord, s->SG, s->YS, k, m->H);
+	return launch_check(p, "moe");
+}
+
+static int max_rank(const struct lynn_model *m)
+{
+	int r = 0;
+	if (!m->lora_on)
+		return 0;
+	for (int li = 0; li < m->cfg.n_layers; li++) {
+		const struct layer *L = &m->layers[li];
+		const struct lin *ls[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->z, &L->b, &L->a,
+					   &L->out, &L->router, &L->sg, &L->su, &L->sd, &L->sgate };
+		for (size_t j = 0; j < LYNN_ARRAY_LEN(ls); j++)
+			if (ls[j]->has_lora && ls[j]->lora.rank > r)
+				r = ls[j]->lora.rank;
+	}
+	if (m->lm_head.has_lora && m->lm_head.lora.rank > r)
+		r = m->lm_head.lora.rank;
+	return r;
+}
+
+static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs, const int32_t *ids,
+			 const bool *want, float *logits, int64_t *n_out, struct lynn_err *err)
+{
+	struct lynn_cuda_model *c = m->cuda;
+	struct pass p = { m, c, {}, c->st, err };
+	struct scratch *s = &p.s;
+	int rc;
+	int64_t nw = 0;
+	for (int64_t i = 0; i < n; i++)
+		nw += !want || want[i];
+	/* host side: positions, KV room, rows grouped by sequence (in order) */
+	struct arena sa = { NULL, 0 };
+	struct staged h;
+	size_t sbytes = stage_layout(&sa, &h, n);
+	if (sbytes > c->stage_cap) {
+		cudaFreeHost(c->stage);
+		c->stage = NULL;
+		c->stage_cap = 0;
+		LYNN_CUDA_TRY(cudaMallocHost(&c->stage, sbytes));
+		c->stage_cap = sbytes;
+	}
+	sa.base = c->stage;
+	stage_layout(&sa, &h, n);
+	for (int64_t i = 0; i < n; i++) {
+		h.pos[i] = seqs[i]->pos++;
+		h.ids[i] = ids[i];
+	}
+	for (int64_t i = 0; i < n; i++)
+		seqs[i]->pos--;
+	for (int64_t i = 0; i < n; i++) {
+		if ((rc = grow_kv(m, seqs[i], h.pos[i] + 1, err)))
+			return rc;
+		h.row_kc[i] = seqs[i]->cuda->d_kc;
+		h.row_vc[i] = seqs[i]->cuda->d_vc;
+	}
+	int ns = 0, ne = 0;
+	for (int64_t i = 0; i < n; i++) {
+		bool seen = false;
+		for (int64_t j = 0; j < i && !seen; j++)
+			seen = seqs[j] == seqs[i];
+		if (seen)
+			continue;
+		h.seq_conv[ns] = seqs[i]->cuda->d_conv;
+		h.seq_rec[ns] = seqs[i]->cuda->d_rec;
+		h.seq_start[ns++] = ne;
+		for (int64_t j = i; j < n; j++)
+			if (seqs[j] == seqs[i])
+				h.seq_rows[ne++] = (int)j;
+	}
+	h.seq_start[ns] = ne;
+	for (int64_t i = 0, w = 0; i < n; i++)
+		if (!want || want[i])
+			h.want_rows[w++] = (int)i;
+	/* device scratch */
+	int mr = max_rank(m);
+	struct arena da = { NULL, 0 };
+	layout(m, &da, s, n, nw, mr);
+	size_t need = da.used + sbytes + 256;
+	if (need > c->scratch_cap) {
+		cudaFree(c->scratch);
+		c->scratch = NULL;
+		c->scratch_cap = 0;
+		if (cudaMalloc(&c->scratch, need) != cudaSuccess)
+			return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of device memory for %lld rows",
+					 (long long)n);
+		c->scratch_cap = need;
+	}
+	da.base = c->scratch;
+	layout(m, &da, s, n, nw, mr);
+	char *dstage = (char *)carve(&da, sbytes);
+	LYNN_CUDA_TRY(cudaMemcpyAsync(dstage, c->stage, sbytes, cudaMemcpyHostToDevice, p.st));
+	ptrdiff_t off = dstage - c->stage;
+	s->pos = (int64_t *)((char *)h.pos + off);
+	s->ids = (int *)((char *)h.ids + off);
+	s->seq_rows = (int *)((char *)h.seq_rows + off);
+	s->seq_start = (int *)((char *)h.seq_start + off);
+	s->want_rows = (int *)((char *)h.want_rows + off);
+	s->row_kc = (float *const *const *)((char *)h.row_kc + off);
+	s->row_vc = (float *const *const *)((char *)h.row_vc + off);
+	s->seq_conv = (float *const *const *)((char *)h.seq_conv + off);
+	s->seq_rec = (float *const *const *)((char *)h.seq_rec + off);
+
+	/* the layers */
+	float eps = (float)m->cfg.rms_eps;
+	switch (c->embed_dt) {
+	case LYNN_DTYPE_BF16:
+		k_embed<<<(unsigned)n, 256, 0, p.st>>>((const __nv_bfloat16 *)c->embed, s->ids, m->H, s->x);
+		break;
+	case LYNN_DTYPE_F16:
+		k_embed<<<(unsigned)n, 256, 0, p.st>>>((const __half *)c->embed, s->ids, m->H, s->x);
+		break;
+	default:
+		k_embed<<<(unsigned)n, 256, 0, p.st>>>((const float *)c->embed, s->ids, m->H, s->x);
+	}
+	int64_t nh = n * m->H;
+	for (int li = 0; li < m->cfg.n_layers; li++) {
+		const struct dlayer *D = &c->L[li];
+		k_rmsnorm<<<(unsigned)n, 256, 0, p.st>>>(s->x, NULL, D->in_norm, m->H, eps, s->xn, s->xnb);
+		rc = D->type == LYNN_LAYER_FULL ? attention(&p, li, n) : deltanet(&p, li, n, ns);
+		if (rc)
+			return rc;
+		k_add<<<grid_for(nh, 256), 256, 0, p.st>>>(s->x, s->mix, nh);
+		k_rmsnorm<<<(unsigned)n, 256, 0, p.st>>>(s->x, NULL, D->post_norm, m->H, eps, s->xn, s->xnb);
+		if ((rc = moe(&p, li, n)))
+			return rc;
+	}
+	for (int64_t i = 0; i < n; i++)
+		seqs[i]->pos = h.pos[i] + 1;
+	if (nw > 0 && logits) {
+		k_rmsnorm<<<(unsigned)nw, 256, 0, p.st>>>(s->x, s->want_rows, c->final_norm, m->H, eps, s->xn,
+							  s->xnb);
+		if ((rc = lin_run(&p, &c->lm_head, s->xn, s->xnb, (int)nw, s->logits)))
+			return rc;
+		LYNN_CUDA_TRY(cudaMemcpyAsync(logits, s->logits, (size_t)nw * m->V * sizeof(float),
+					      cudaMemcpyDeviceToHost, p.st));
+	}
+	LYNN_CUDA_TRY(cudaStreamSynchronize(p.st));
+	LYNN_CUDA_TRY(cudaGetLastError());
+	*n_out = nw;
+	return 0;
+}
+
+extern "C" int lynn_cuda_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+				 const int32_t *ids, const bool *want, float *logits, struct lynn_err *err)
+{
+	for (int64_t r0 = 0; r0 < n; r0 += CHUNK_ROWS) {
+		int64_t nc = LYNN_MIN(CHUNK_ROWS, n - r0), nw = 0;
+		int rc = forward_chunk(m, nc, seqs + r0, ids + r0, want ? want + r0 : NULL, logits, &nw, err);
+		if (rc) {
+			cudaStreamSynchronize(m->cuda->st);
+			return rc;
+		}
+		if (logits)
+			logits += nw * m->V;
+	}
+	return 0;
+}
+
+extern "C" double lynn_cuda_copy_bandwidth(void)
+{
+	size_t n = (size_t)1 << 30;
+	void *a = NULL, *b = NULL;
+	cudaEvent_t e0, e1;
+	double best = -1;
+	if (cudaMalloc(&a, n) != cudaSuccess || cudaMalloc(&b, n) != cudaSuccess) {
+		cudaFree(a);
+		return -1;
+	}
+	cudaEventCreate(&e0);
+	cudaEventCreate(&e1);
+	cudaMemset(a, 1, n);
+	for (int r = 0; r < 6; r++) {
+		float ms = 0;
+		cudaEventRecord(e0);
+		cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
+		cudaEventRecord(e1);
+		cudaEventSynchronize(e1);
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (r > 0 && 2.0 * n / (ms * 1e-3) > best)
+			best = 2.0 * n / (ms * 1e-3);
+	}
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaFree(a);
+	cudaFree(b);
+	return best;
+}
