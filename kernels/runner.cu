@@ -72,6 +72,15 @@ struct dmap {                      /* host buffer -> its device copy */
 	void *dev;
 };
 
+#define MAX_GRAPHS 16
+#define GRAPH_MAX_ROWS 16
+
+struct graph_key {
+	int64_t n, ns, nw;
+	const void *scratch;
+	int64_t lora_on, lora_gen;
+};
+
 struct lynn_cuda_model {
 	cudaStream_t st;
 	struct dlayer *L;
@@ -85,6 +94,11 @@ struct lynn_cuda_model {
 	size_t scratch_cap;
 	char *stage;               /* pinned host staging of a chunk's small arrays */
 	size_t stage_cap;
+	struct {
+		struct graph_key key;
+		cudaGraphExec_t exec;
+	} graphs[MAX_GRAPHS];      /* record() captured, most recent last */
+	int n_graphs;
 };
 
 struct lynn_cuda_seq {
@@ -92,6 +106,13 @@ struct lynn_cuda_seq {
 	float **kc, **vc, **conv, **rec; /* per layer, device pointers (host array) */
 	float **d_kc, **d_vc, **d_conv, **d_rec; /* the same tables on the device */
 };
+
+static void graphs_clear(struct lynn_cuda_model *c)
+{
+	for (int i = 0; i < c->n_graphs; i++)
+		cudaGraphExecDestroy(c->graphs[i].exec);
+	c->n_graphs = 0;
+}
 
 static void *dev_alloc(struct lynn_cuda_model *c, const void *host, size_t bytes, struct lynn_err *err)
 {
@@ -223,6 +244,7 @@ extern "C" void lynn_cuda_model_free(struct lynn_model *m)
 		cudaFree(c->map[i].dev);
 	free(c->map);
 	free(c->L);
+	graphs_clear(c);
 	cudaFree(c->scratch);
 	cudaFreeHost(c->stage);
 	if (c->st)
@@ -481,11 +503,40 @@ __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 
+#define GEMV_T 4   /* tokens per pass over a weight row */
+#define GEMV_U 4   /* 16-byte weight pieces a lane loads at once */
+
+/* a[t] += the 16 bytes of weights `raw` (columns k0..) times token t0 + t's x. */
+template <typename T>
+__device__ __forceinline__ void gemv_acc(uint4 raw, const float *x, int64_t ldx, int t0, int nt, int64_t k0,
+					 float *a)
+{
+	constexpr int V = 16 / sizeof(T);
+	union { uint4 u; T e[V]; } wv;
+	wv.u = raw;
+	float wf[V];
+#pragma unroll
+	for (int j = 0; j < V; j++)
+		wf[j] = to_f(wv.e[j]);
+#pragma unroll
+	for (int t = 0; t < GEMV_T; t++) {
+		if (t >= nt)
+			break;
+		const float4 *xp = (const float4 *)(x + (int64_t)(t0 + t) * ldx + k0);
+		float s = 0.0f;
+#pragma unroll
+		for (int j = 0; j < V / 4; j++) {
+			float4 xv = __ldg(xp + j);
+			s += wf[4 * j] * xv.x + wf[4 * j + 1] * xv.y + wf[4 * j + 2] * xv.z + wf[4 * j + 3] * xv.w;
+		}
+		a[t] += s;
+	}
+}
+
 /* Dense product, one warp per output row: for each group g (an expert
  * slot, or the one group of a plain linear) Y_g[t][r] (=, or += with acc)
  * scale * sum_k W_e[r][k] X_g[t][k] with e = ids ? ids[g] : 0, X_g = X +
  * (g / x_div) * x_gstride, Y_g = Y + g * y_gstride; rows of tokens ldx/ldy apart. */
-#define GEMV_T 4
 template <typename T>
 __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__restrict__ ids,
 		       int x_div, const float *__restrict__ X, int64_t ldx, int64_t x_gstride, int M,
@@ -506,29 +557,20 @@ __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__
 	for (int t0 = 0; t0 < M; t0 += GEMV_T) {
 		float a[GEMV_T] = { 0 };
 		int nt = M - t0 < GEMV_T ? M - t0 : GEMV_T;
-		if (vec) {
-			for (int64_t k0 = (int64_t)lane * V; k0 < K; k0 += 32 * V) {
-				union { uint4 u; T e[V]; } wv;
-				wv.u = __ldg((const uint4 *)(w + k0));
-				float wf[V];
+		if (vec) { /* GEMV_U 16-byte weight loads in flight per lane */
+			const int64_t step = 32 * V;
+			int64_t k0 = (int64_t)lane * V;
+			for (; k0 + (GEMV_U - 1) * step < K; k0 += GEMV_U * step) {
+				uint4 wu[GEMV_U];
 #pragma unroll
-				for (int j = 0; j < V; j++)
-					wf[j] = to_f(wv.e[j]);
+				for (int u = 0; u < GEMV_U; u++)
+					wu[u] = __ldg((const uint4 *)(w + k0 + u * step));
 #pragma unroll
-				for (int t = 0; t < GEMV_T; t++) {
-					if (t >= nt)
-						break;
-					const float4 *xp = (const float4 *)(x + (int64_t)(t0 + t) * ldx + k0);
-					float s = 0.0f;
-#pragma unroll
-					for (int j = 0; j < V / 4; j++) {
-						float4 xv = __ldg(xp + j);
-						s += wf[4 * j] * xv.x + wf[4 * j + 1] * xv.y + wf[4 * j + 2] * xv.z +
-						     wf[4 * j + 3] * xv.w;
-					}
-					a[t] += s;
-				}
+				for (int u = 0; u < GEMV_U; u++)
+					gemv_acc<T>(wu[u], x, ldx, t0, nt, k0 + u * step, a);
 			}
+			for (; k0 < K; k0 += step)
+				gemv_acc<T>(__ldg((const uint4 *)(w + k0)), x, ldx, t0, nt, k0, a);
 		} else {
 			for (int64_t k = lane; k < K; k += 32) {
 				float wf = to_f(w[k]);
@@ -636,7 +678,9 @@ __global__ void k_qk_prep(float *P, const float *Kx, const float *Vx, const int6
 
 /* Gated attention, one block of ATT_WARPS warps per (row, head): each warp
  * runs an online softmax over every ATT_WARPS-th position up to the row's
- * own, the warps are merged, then the output gate (§3.3 steps 4-6). */
+ * own, the warps are merged, then the output gate (§3.3 steps 4-6). A lane
+ * keeps hd / 32 <= NC output elements in registers. */
+template <int NC>
 __global__ void k_attn(const float *P, const int64_t *pos, float *const *const *row_kc,
 		       float *const *const *row_vc, int li, int nh, int nkv, int hd, float *O)
 {
@@ -650,34 +694,43 @@ __global__ void k_attn(const float *P, const int64_t *pos, float *const *const *
 		q[j] = qs[j];
 	__syncthreads();
 	const float *kc = row_kc[i][li] + g * hd, *vc = row_vc[i][li] + g * hd;
-	float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY, l = 0.0f, o[MAX_HD / 32];
-	for (int c = 0; c < nc; c++)
+	float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY, l = 0.0f, o[NC];
+#pragma unroll
+	for (int c = 0; c < NC; c++)
 		o[c] = 0.0f;
 	for (int64_t t = w; t <= pos[i]; t += ATT_WARPS) {
 		const float *k = kc + t * kvw, *v = vc + t * kvw;
 		float d = 0.0f;
-		for (int c = 0; c < nc; c++)
-			d += q[lane + 32 * c] * k[lane + 32 * c];
+#pragma unroll
+		for (int c = 0; c < NC; c++)
+			if (c < nc)
+				d += q[lane + 32 * c] * k[lane + 32 * c];
 		float s = warp_sum(d) * scale;
 		if (s > mx) {
 			float corr = expf(mx - s);
 			l = l * corr + 1.0f;
-			for (int c = 0; c < nc; c++)
-				o[c] = o[c] * corr + v[lane + 32 * c];
+#pragma unroll
+			for (int c = 0; c < NC; c++)
+				if (c < nc)
+					o[c] = o[c] * corr + v[lane + 32 * c];
 			mx = s;
 		} else {
 			float p = expf(s - mx);
 			l += p;
-			for (int c = 0; c < nc; c++)
-				o[c] += p * v[lane + 32 * c];
+#pragma unroll
+			for (int c = 0; c < NC; c++)
+				if (c < nc)
+					o[c] += p * v[lane + 32 * c];
 		}
 	}
 	if (lane == 0) {
 		wm[w] = mx;
 		wl[w] = l;
 	}
-	for (int c = 0; c < nc; c++)
-		wo[w][lane + 32 * c] = o[c];
+#pragma unroll
+	for (int c = 0; c < NC; c++)
+		if (c < nc)
+			wo[w][lane + 32 * c] = o[c];
 	__syncthreads();
 	float M = -INFINITY, L = 0.0f;
 	for (int u = 0; u < ATT_WARPS; u++)
@@ -720,46 +773,75 @@ __global__ void k_conv(const float *U, float *C, const int *seq_rows, const int 
 
 /* The delta rule and the gated RMSNorm for one v-head over one sequence's
  * rows in order (§3.4 steps 3-8): block (sequence, v-head), a thread per
- * state column j < dv. */
+ * state column j < dv. With DK = dk the column stays in registers across
+ * the rows (read and written once); DK = 0 works on the state in place. */
+/* Threads per state column of k_delta<DK>: two for large key dims, so that a
+ * thread's share of the column fits in registers. */
+template <int DK> struct delta_split { static const int P = DK > 64 ? 2 : 1; };
+
+template <int DK>
 __global__ void k_delta(const float *C, const float *Z, const float *Bv, const float *Av,
 			const int *seq_rows, const int *seq_start, float *const *const *seq_rec, int li,
 			const float *neg_a, const float *dt_bias, const float *gnorm, int Hk, int Hv,
 			int dk, int dv, int cd, float eps, float *O2)
 {
+	constexpr int P = delta_split<DK>::P, SL = DK > 0 ? DK / P : 1;
 	extern __shared__ float sh[]; /* qn[dk], kn[dk] */
 	__shared__ float red[33];
 	float *qn = sh, *kn = sh + dk;
-	int s = blockIdx.x, h = blockIdx.y, j = threadIdx.x, kh = h / (Hv / Hk);
+	int s = blockIdx.x, h = blockIdx.y, j = threadIdx.x / P, a0 = (threadIdx.x % P) * SL;
+	int kh = h / (Hv / Hk);
+	bool own = j < dv, lead = own && threadIdx.x % P == 0;
 	float *S = seq_rec[s][li] + (int64_t)h * dk * dv;
-	float qscale = 1.0f / sqrtf((float)dk);
+	float qscale = 1.0f / sqrtf((float)dk), col[SL];
+	if (DK > 0 && own) {
+#pragma unroll
+		for (int a = 0; a < SL; a++)
+			col[a] = S[(int64_t)(a0 + a) * dv + j];
+	}
 	for (int e = seq_start[s]; e < seq_start[s + 1]; e++) {
 		int i = seq_rows[e];
 		const float *cv = C + (int64_t)i * cd;
 		const float *q = cv + (int64_t)kh * dk, *k = cv + (int64_t)Hk * dk + (int64_t)kh * dk;
 		float sq = 0.0f, sk = 0.0f;
-		for (int a = j; a < dk; a += blockDim.x) {
+		for (int a = threadIdx.x; a < dk; a += blockDim.x) {
 			sq += q[a] * q[a];
 			sk += k[a] * k[a];
 		}
 		sq = block_sum(sq, red);
 		sk = block_sum(sk, red);
 		float rq = 1.0f / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
-		for (int a = j; a < dk; a += blockDim.x) {
+		for (int a = threadIdx.x; a < dk; a += blockDim.x) {
 			qn[a] = q[a] * rq * qscale;
 			kn[a] = k[a] * rk;
 		}
 		__syncthreads();
 		float beta = sigmoid_d(Bv[(int64_t)i * Hv + h]);
 		float decay = expf(neg_a[h] * softplus_d(Av[(int64_t)i * Hv + h] + dt_bias[h]));
-		float o = 0.0f;
-		if (j < dv) {
-			float mv = 0.0f;
+		float v = own ? cv[2 * (int64_t)Hk * dk + (int64_t)h * dv + j] : 0.0f;
+		float o = 0.0f, mv = 0.0f;
+		if (DK > 0) { /* S^T k over the thread's share, then over the column's P threads */
+#pragma unroll
+			for (int a = 0; a < SL; a++) {
+				col[a] *= decay;
+				mv += col[a] * kn[a0 + a];
+			}
+			if (P == 2)
+				mv += __shfl_xor_sync(0xffffffffu, mv, 1);
+			float delta = (v - mv) * beta;
+#pragma unroll
+			for (int a = 0; a < SL; a++) {
+				col[a] += kn[a0 + a] * delta;
+				o += col[a] * qn[a0 + a];
+			}
+			if (P == 2)
+				o += __shfl_xor_sync(0xffffffffu, o, 1);
+		} else if (own) {
 			for (int a = 0; a < dk; a++) {
 				float x = S[(int64_t)a * dv + j] * decay;
 				S[(int64_t)a * dv + j] = x;
 				mv += x * kn[a];
 			}
-			float v = cv[2 * (int64_t)Hk * dk + (int64_t)h * dv + j];
 			float delta = (v - mv) * beta;
 			for (int a = 0; a < dk; a++) {
 				float x = S[(int64_t)a * dv + j] + kn[a] * delta;
@@ -767,13 +849,18 @@ __global__ void k_delta(const float *C, const float *Z, const float *Bv, const f
 				o += x * qn[a];
 			}
 		}
-		float ss = block_sum(j < dv ? o * o : 0.0f, red);
+		float ss = block_sum(lead ? o * o : 0.0f, red);
 		float r = 1.0f / sqrtf(ss / (float)dv + eps);
-		if (j < dv) {
+		if (lead) {
 			float z = Z[(int64_t)i * Hv * dv + (int64_t)h * dv + j];
 			O2[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = gnorm[j] * (o * r) * silu_d(z);
 		}
 		__syncthreads(); /* qn/kn of the next row */
+	}
+	if (DK > 0 && own) {
+#pragma unroll
+		for (int a = 0; a < SL; a++)
+			S[(int64_t)(a0 + a) * dv + j] = col[a];
 	}
 }
 
@@ -1109,8 +1196,21 @@ static int attention(struct pass *p, int li, int64_t n)
 	k_qk_prep<<<dim3((unsigned)n, (unsigned)(m->nh + m->nkv)), bt, 0, p->st>>>(
 		s->P, s->Kx, s->Vx, s->pos, s->row_kc, s->row_vc, li, D->q_norm, D->k_norm,
 		p->c->inv_freq, m->nh, m->nkv, m->hd, m->cfg.rot_dim, (float)m->cfg.rms_eps);
-	k_attn<<<dim3((unsigned)n, (unsigned)m->nh), 32 * ATT_WARPS, 0, p->st>>>(
-		s->P, s->pos, s->row_kc, s->row_vc, li, m->nh, m->nkv, m->hd, s->O);
+	dim3 ag((unsigned)n, (unsigned)m->nh);
+	int nc = m->hd / 32;
+#define ATTN(NC) k_attn<NC><<<ag, 32 * ATT_WARPS, 0, p->st>>>(s->P, s->pos, s->row_kc, s->row_vc, li, \
+							   m->nh, m->nkv, m->hd, s->O)
+	if (nc <= 1)
+		ATTN(1);
+	else if (nc <= 2)
+		ATTN(2);
+	else if (nc <= 4)
+		ATTN(4);
+	else if (nc <= 8)
+		ATTN(8);
+	else
+		ATTN(MAX_HD / 32);
+#undef ATTN
 	int64_t no = n * m->nh * m->hd;
 	k_to_bf16<<<grid_for(no, 256), 256, 0, p->st>>>(s->O, no, s->Ob);
 	if ((rc = launch_check(p, "attention")))
@@ -1131,10 +1231,25 @@ static int deltanet(struct pass *p, int li, int64_t n, int ns)
 		return rc;
 	k_conv<<<dim3((unsigned)ns, (unsigned)((m->conv_dim + 127) / 128)), 128, 0, p->st>>>(
 		s->U, s->C, s->seq_rows, s->seq_start, s->seq_conv, li, D->conv_w, m->K, m->conv_dim);
-	int bt = (m->dv + 31) / 32 * 32;
-	k_delta<<<dim3((unsigned)ns, (unsigned)m->Hv), bt, 2 * m->dk * sizeof(float), p->st>>>(
-		s->C, s->Z, s->Bv, s->Av, s->seq_rows, s->seq_start, s->seq_rec, li, D->neg_a, D->dt_bias,
-		D->gnorm, m->Hk, m->Hv, m->dk, m->dv, m->conv_dim, (float)m->cfg.rms_eps, s->O2);
+	bool reg128 = m->dk == 128 && m->dv * delta_split<128>::P <= 1024;
+	int P = reg128 ? delta_split<128>::P : 1, bt = (m->dv * P + 31) / 32 * 32;
+	dim3 dg((unsigned)ns, (unsigned)m->Hv);
+	size_t dsh = 2 * m->dk * sizeof(float);
+#define DELTA(DK) k_delta<DK><<<dg, bt, dsh, p->st>>>(s->C, s->Z, s->Bv, s->Av, s->seq_rows, s->seq_start, \
+						      s->seq_rec, li, D->neg_a, D->dt_bias, D->gnorm, m->Hk, \
+						      m->Hv, m->dk, m->dv, m->conv_dim, \
+						      (float)m->cfg.rms_eps, s->O2)
+	switch (m->dk) { /* the model's 128, the test models' 16 */
+	case 16: DELTA(16); break;
+	case 128:
+		if (reg128) {
+			DELTA(128);
+			break;
+		}
+		/* fall through */
+	default: DELTA(0);
+	}
+#undef DELTA
 	int64_t no = n * m->Hv * m->dv;
 	k_to_bf16<<<grid_for(no, 256), 256, 0, p->st>>>(s->O2, no, s->O2b);
 	if ((rc = launch_check(p, "deltanet")))
@@ -1217,6 +1332,102 @@ static int max_rank(const struct lynn_model *m)
 	return r;
 }
 
+/* Every launch of one pass over the chunk's n rows (ns sequences), the
+ * final norm and lm_head for its nw wanted rows. */
+static int record(struct pass *p, int64_t n, int ns, int64_t nw)
+{
+	struct lynn_model *m = p->m;
+	struct lynn_cuda_model *c = p->c;
+	struct scratch *s = &p->s;
+	float eps = (float)m->cfg.rms_eps;
+	int rc;
+	switch (c->embed_dt) {
+	case LYNN_DTYPE_BF16:
+		k_embed<<<(unsigned)n, 256, 0, p->st>>>((const __nv_bfloat16 *)c->embed, s->ids, m->H, s->x);
+		break;
+	case LYNN_DTYPE_F16:
+		k_embed<<<(unsigned)n, 256, 0, p->st>>>((const __half *)c->embed, s->ids, m->H, s->x);
+		break;
+	default:
+		k_embed<<<(unsigned)n, 256, 0, p->st>>>((const float *)c->embed, s->ids, m->H, s->x);
+	}
+	int64_t nh = n * m->H;
+	for (int li = 0; li < m->cfg.n_layers; li++) {
+		const struct dlayer *D = &c->L[li];
+		k_rmsnorm<<<(unsigned)n, 256, 0, p->st>>>(s->x, NULL, D->in_norm, m->H, eps, s->xn, s->xnb);
+		rc = D->type == LYNN_LAYER_FULL ? attention(p, li, n) : deltanet(p, li, n, ns);
+		if (rc)
+			return rc;
+		k_add<<<grid_for(nh, 256), 256, 0, p->st>>>(s->x, s->mix, nh);
+		k_rmsnorm<<<(unsigned)n, 256, 0, p->st>>>(s->x, NULL, D->post_norm, m->H, eps, s->xn, s->xnb);
+		if ((rc = moe(p, li, n)))
+			return rc;
+	}
+	if (nw > 0) {
+		k_rmsnorm<<<(unsigned)nw, 256, 0, p->st>>>(s->x, s->want_rows, c->final_norm, m->H, eps, s->xn,
+							   s->xnb);
+		if ((rc = lin_run(p, &c->lm_head, s->xn, s->xnb, (int)nw, s->logits)))
+			return rc;
+	}
+	return launch_check(p, "forward");
+}
+
+/* Small passes (decode steps) replay a CUDA graph of record()'s launches,
+ * one per shape: what the launches depend on is the shape (rows, sequences,
+ * wanted rows), the scratch buffer's place and the adapters' state; the
+ * staged arrays (ids, positions, state tables) are read on the device. A
+ * pass that reads the router's choices back on the host (the route
+ * observer, adapters on experts) cannot be captured and runs directly. */
+static bool graph_ok(const struct lynn_model *m, int64_t n)
+{
+	if (n > GRAPH_MAX_ROWS || m->route_fn || getenv("LYNN_CUDA_NO_GRAPHS"))
+		return false;
+	for (int li = 0; li < m->cfg.n_layers; li++)
+		if (experts_have_lora(m, &m->layers[li]))
+			return false;
+	return true;
+}
+
+static int run_pass(struct pass *p, int64_t n, int ns, int64_t nw)
+{
+	struct lynn_model *m = p->m;
+	struct lynn_cuda_model *c = p->c;
+	struct lynn_err *err = p->err;
+	if (!graph_ok(m, n))
+		return record(p, n, ns, nw);
+	struct graph_key k = { n, ns, nw, c->scratch, m->lora_on, m->lora_gen };
+	for (int i = 0; i < c->n_graphs; i++)
+		if (!memcmp(&c->graphs[i].key, &k, sizeof k)) {
+			LYNN_CUDA_TRY(cudaGraphLaunch(c->graphs[i].exec, p->st));
+			return 0;
+		}
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t x = NULL;
+	LYNN_CUDA_TRY(cudaStreamBeginCapture(p->st, cudaStreamCaptureModeThreadLocal));
+	int rc = record(p, n, ns, nw);
+	cudaError_t e = cudaStreamEndCapture(p->st, &g);
+	if (rc) {
+		if (g)
+			cudaGraphDestroy(g);
+		return rc;
+	}
+	if (e == cudaSuccess)
+		e = cudaGraphInstantiate(&x, g, 0);
+	if (g)
+		cudaGraphDestroy(g);
+	if (e != cudaSuccess)
+		return lynn_errf(p->err, -LYNN_ECUDA, "cuda: capturing a pass: %s", cudaGetErrorString(e));
+	if (c->n_graphs == MAX_GRAPHS) { /* the oldest goes */
+		cudaGraphExecDestroy(c->graphs[0].exec);
+		memmove(c->graphs, c->graphs + 1, (MAX_GRAPHS - 1) * sizeof c->graphs[0]);
+		c->n_graphs--;
+	}
+	c->graphs[c->n_graphs].key = k;
+	c->graphs[c->n_graphs++].exec = x;
+	LYNN_CUDA_TRY(cudaGraphLaunch(x, p->st));
+	return 0;
+}
+
 static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs, const int32_t *ids,
 			 const bool *want, float *logits, int64_t *n_out, struct lynn_err *err)
 {
@@ -1276,6 +1487,7 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	layout(m, &da, s, n, nw, mr);
 	size_t need = da.used + sbytes + 256;
 	if (need > c->scratch_cap) {
+		graphs_clear(c);
 		cudaFree(c->scratch);
 		c->scratch = NULL;
 		c->scratch_cap = 0;
@@ -1299,40 +1511,14 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	s->seq_conv = (float *const *const *)((char *)h.seq_conv + off);
 	s->seq_rec = (float *const *const *)((char *)h.seq_rec + off);
 
-	/* the layers */
-	float eps = (float)m->cfg.rms_eps;
-	switch (c->embed_dt) {
-	case LYNN_DTYPE_BF16:
-		k_embed<<<(unsigned)n, 256, 0, p.st>>>((const __nv_bfloat16 *)c->embed, s->ids, m->H, s->x);
-		break;
-	case LYNN_DTYPE_F16:
-		k_embed<<<(unsigned)n, 256, 0, p.st>>>((const __half *)c->embed, s->ids, m->H, s->x);
-		break;
-	default:
-		k_embed<<<(unsigned)n, 256, 0, p.st>>>((const float *)c->embed, s->ids, m->H, s->x);
-	}
-	int64_t nh = n * m->H;
-	for (int li = 0; li < m->cfg.n_layers; li++) {
-		const struct dlayer *D = &c->L[li];
-		k_rmsnorm<<<(unsigned)n, 256, 0, p.st>>>(s->x, NULL, D->in_norm, m->H, eps, s->xn, s->xnb);
-		rc = D->type == LYNN_LAYER_FULL ? attention(&p, li, n) : deltanet(&p, li, n, ns);
-		if (rc)
-			return rc;
-		k_add<<<grid_for(nh, 256), 256, 0, p.st>>>(s->x, s->mix, nh);
-		k_rmsnorm<<<(unsigned)n, 256, 0, p.st>>>(s->x, NULL, D->post_norm, m->H, eps, s->xn, s->xnb);
-		if ((rc = moe(&p, li, n)))
-			return rc;
-	}
 	for (int64_t i = 0; i < n; i++)
 		seqs[i]->pos = h.pos[i] + 1;
-	if (nw > 0 && logits) {
-		k_rmsnorm<<<(unsigned)nw, 256, 0, p.st>>>(s->x, s->want_rows, c->final_norm, m->H, eps, s->xn,
-							  s->xnb);
-		if ((rc = lin_run(&p, &c->lm_head, s->xn, s->xnb, (int)nw, s->logits)))
-			return rc;
+	nw = logits ? nw : 0;
+	if ((rc = run_pass(&p, n, ns, nw)))
+		return rc;
+	if (nw > 0)
 		LYNN_CUDA_TRY(cudaMemcpyAsync(logits, s->logits, (size_t)nw * m->V * sizeof(float),
 					      cudaMemcpyDeviceToHost, p.st));
-	}
 	LYNN_CUDA_TRY(cudaStreamSynchronize(p.st));
 	LYNN_CUDA_TRY(cudaGetLastError());
 	*n_out = nw;

@@ -37,7 +37,7 @@ static void usage(FILE *f)
 		"  --raw              no chat template\n"
 		"  --adapter DIR      apply a PEFT LoRA adapter (unmerged)\n"
 		"  --threads N        worker threads (default: all cores)\n"
-		"  --device D       cpu, cuda or auto (default auto: the GPU when there is one)\n");
+		"  --device D         cpu, cuda or auto (default auto: the GPU when there is one)\n");
 }
 
 static int parse_float(const char *opt, const char *s, float *out)

@@ -29,7 +29,7 @@ static void usage(FILE *f)
 		   "  --last           only the last position's logits\n"
 		   "  --adapter DIR    apply a PEFT LoRA adapter (unmerged)\n"
 		   "  --threads N      worker threads (default: all cores)\n"
-		   "  --device D     cpu, cuda or auto (default auto: the GPU when there is one)\n");
+		   "  --device D       cpu, cuda or auto (default auto: the GPU when there is one)\n");
 }
 
 /* Write `logits` [rows, vocab] F32 to `out` through the st writer (which

@@ -38,7 +38,7 @@ static const char usage[] =
 	"\n"
 	"  --model PATH        a model folder (BF16/F16/F32/NVFP4) or a .gguf file\n"
 	"  --max-prompts N     stop after N prompts (files in name order)\n"
-	"  --device D        cpu, cuda or auto (default auto: the GPU when there is one)\n"
+	"  --device D          cpu, cuda or auto (default auto: the GPU when there is one)\n"
 	"\n"
 	"exit: 0 ok, 2 bad arguments or input, 3 runtime failure\n";
 

@@ -657,6 +657,7 @@ int lynn_model_lora_set(struct lynn_model *m, const char *name, const struct lyn
 		return lynn_errf(err, -LYNN_EINVAL, "model: bad LoRA adapter for '%s'", name);
 	l->lora = *lora;
 	l->has_lora = true;
+	m->lora_gen++;
 #ifdef LYNN_CUDA
 	if (m->cuda) {
 		int rc = lynn_cuda_lora_upload(l, err);
@@ -746,5 +747,9 @@ static int walk_lora(struct lynn_model *m, bool clear)
 	return n;
 }
 
-void lynn_model_lora_clear(struct lynn_model *m) { walk_lora(m, true); }
+void lynn_model_lora_clear(struct lynn_model *m)
+{
+	walk_lora(m, true);
+	m->lora_gen++;
+}
 int lynn_model_lora_count(const struct lynn_model *m) { return walk_lora((struct lynn_model *)m, false); }

@@ -62,6 +62,7 @@ struct lynn_model {
 	struct lin lm_head;
 	float *inv_freq;             /* (rot_dim / 2) */
 	bool lora_on;
+	unsigned lora_gen;           /* bumped whenever an adapter is attached or cleared */
 	lynn_route_fn route_fn;      /* MoE router observer (lynn_model_set_route_observer) */
 	void *route_ud;
 	struct lynn_cuda_model *cuda; /* weights on the CUDA device (kernels/runner.cu), or NULL */
