@@ -313,6 +313,7 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 		    (rc = up_bank(c, &D->ed, L->ed, m->E, err)))
 			return rc;
 	}
+	LYNN_CUDA_TRY(cudaDeviceSynchronize());
 	return 0;
 }
 
@@ -333,6 +334,7 @@ extern "C" int lynn_cuda_lora_upload(struct lin *l, struct lynn_err *err)
 	LYNN_CUDA_TRY(cudaMalloc(&l->d_lora_b, bb));
 	LYNN_CUDA_TRY(cudaMemcpy(l->d_lora_a, r->a, ab, cudaMemcpyHostToDevice));
 	LYNN_CUDA_TRY(cudaMemcpy(l->d_lora_b, r->b, bb, cudaMemcpyHostToDevice));
+	LYNN_CUDA_TRY(cudaDeviceSynchronize()); /* done before the model's stream reads them */
 	return 0;
 }
 
@@ -366,6 +368,9 @@ extern "C" void lynn_cuda_seq_free(struct lynn_seq *s)
 	s->cuda = NULL;
 }
 
+/* The state tables to the device. The copies and memsets of sequence set-up
+ * run on the legacy stream, which the model's (non-blocking) stream does not
+ * wait for: each set-up step ends with a device synchronisation. */
 static int push_tables(struct lynn_cuda_seq *d, int nl, struct lynn_err *err)
 {
 	size_t b = (size_t)nl * sizeof(float *);
@@ -373,6 +378,7 @@ static int push_tables(struct lynn_cuda_seq *d, int nl, struct lynn_err *err)
 	LYNN_CUDA_TRY(cudaMemcpy(d->d_vc, d->vc, b, cudaMemcpyHostToDevice));
 	LYNN_CUDA_TRY(cudaMemcpy(d->d_conv, d->conv, b, cudaMemcpyHostToDevice));
 	LYNN_CUDA_TRY(cudaMemcpy(d->d_rec, d->rec, b, cudaMemcpyHostToDevice));
+	LYNN_CUDA_TRY(cudaDeviceSynchronize());
 	return 0;
 }
 
@@ -415,6 +421,7 @@ extern "C" void lynn_cuda_seq_reset(struct lynn_seq *s)
 			cudaMemset(d->conv[li], 0, conv_bytes(m));
 			cudaMemset(d->rec[li], 0, rec_bytes(m));
 		}
+	cudaDeviceSynchronize();
 }
 
 /* KV rows for `need` positions: doubled as on the CPU, the old rows copied. */
@@ -436,9 +443,11 @@ static int grow_kv(const struct lynn_model *m, struct lynn_seq *s, int64_t need,
 			if (cudaMalloc(&nb, (size_t)cap * row) != cudaSuccess)
 				return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of device memory for a KV cache "
 						 "of %lld tokens", (long long)cap);
-			if (tabs[t][li])
+			if (tabs[t][li]) {
 				LYNN_CUDA_TRY(cudaMemcpy(nb, tabs[t][li], (size_t)d->cap * row,
 							 cudaMemcpyDeviceToDevice));
+				LYNN_CUDA_TRY(cudaDeviceSynchronize());
+			}
 			cudaFree(tabs[t][li]);
 			tabs[t][li] = nb;
 		}
@@ -504,7 +513,6 @@ __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 
 #define GEMV_T 4   /* tokens per pass over a weight row */
-#define GEMV_U 4   /* 16-byte weight pieces a lane loads at once */
 
 /* a[t] += the 16 bytes of weights `raw` (columns k0..) times token t0 + t's x. */
 template <typename T>
@@ -557,19 +565,8 @@ __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__
 	for (int t0 = 0; t0 < M; t0 += GEMV_T) {
 		float a[GEMV_T] = { 0 };
 		int nt = M - t0 < GEMV_T ? M - t0 : GEMV_T;
-		if (vec) { /* GEMV_U 16-byte weight loads in flight per lane */
-			const int64_t step = 32 * V;
-			int64_t k0 = (int64_t)lane * V;
-			for (; k0 + (GEMV_U - 1) * step < K; k0 += GEMV_U * step) {
-				uint4 wu[GEMV_U];
-#pragma unroll
-				for (int u = 0; u < GEMV_U; u++)
-					wu[u] = __ldg((const uint4 *)(w + k0 + u * step));
-#pragma unroll
-				for (int u = 0; u < GEMV_U; u++)
-					gemv_acc<T>(wu[u], x, ldx, t0, nt, k0 + u * step, a);
-			}
-			for (; k0 < K; k0 += step)
+		if (vec) {
+			for (int64_t k0 = (int64_t)lane * V; k0 < K; k0 += 32 * V)
 				gemv_acc<T>(__ldg((const uint4 *)(w + k0)), x, ldx, t0, nt, k0, a);
 		} else {
 			for (int64_t k = lane; k < K; k += 32) {
