@@ -1311,24 +1311,6 @@ static int moe(struct pass *p, int li, int64_t n)
 	return launch_check(p, "moe");
 }
 
-static int max_rank(const struct lynn_model *m)
-{
-	int r = 0;
-	if (!m->lora_on)
-		return 0;
-	for (int li = 0; li < m->cfg.n_layers; li++) {
-		const struct layer *L = &m->layers[li];
-		const struct lin *ls[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->z, &L->b, &L->a,
-					   &L->out, &L->router, &L->sg, &L->su, &L->sd, &L->sgate };
-		for (size_t j = 0; j < LYNN_ARRAY_LEN(ls); j++)
-			if (ls[j]->has_lora && ls[j]->lora.rank > r)
-				r = ls[j]->lora.rank;
-	}
-	if (m->lm_head.has_lora && m->lm_head.lora.rank > r)
-		r = m->lm_head.lora.rank;
-	return r;
-}
-
 /* Every launch of one pass over the chunk's n rows (ns sequences), the
  * final norm and lm_head for its nw wanted rows. */
 static int record(struct pass *p, int64_t n, int ns, int64_t nw)
@@ -1479,7 +1461,7 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 		if (!want || want[i])
 			h.want_rows[w++] = (int)i;
 	/* device scratch */
-	int mr = max_rank(m);
+	int mr = lynn_model_lora_rank(m);
 	struct arena da = { NULL, 0 };
 	layout(m, &da, s, n, nw, mr);
 	size_t need = da.used + sbytes + 256;

@@ -498,27 +498,9 @@ static int forward_chunk(struct lynn_model *m, struct arena *ar, int64_t n, stru
 			 struct lynn_err *err)
 {
 	struct scratch s;
-	int max_rank = 0, rc;
+	int max_rank = lynn_model_lora_rank(m), rc;
 	const struct lynn_config *c = &m->cfg;
 	int64_t t_max = 1;
-	/* max adapter rank */
-	if (m->lora_on)
-		for (int li = 0; li < c->n_layers; li++) {
-			const struct layer *L = &m->layers[li];
-			const struct lin *ls[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->z, &L->b, &L->a,
-						   &L->out, &L->router, &L->sg, &L->su, &L->sd, &L->sgate };
-			for (size_t j = 0; j < LYNN_ARRAY_LEN(ls); j++)
-				if (ls[j]->has_lora && ls[j]->lora.rank > max_rank)
-					max_rank = ls[j]->lora.rank;
-			for (int e = 0; e < m->E; e++) {
-				const struct lin *el[3] = { &L->eg[e], &L->eu[e], &L->ed[e] };
-				for (int j = 0; j < 3; j++)
-					if (el[j]->has_lora && el[j]->lora.rank > max_rank)
-						max_rank = el[j]->lora.rank;
-			}
-		}
-	if (m->lm_head.has_lora && m->lm_head.lora.rank > max_rank)
-		max_rank = m->lm_head.lora.rank;
 	/* longest context: each row sits after the earlier rows of its sequence */
 	struct arena probe = { NULL, 0, 0 };
 	for (int64_t i = 0; i < n; i++) {

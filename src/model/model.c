@@ -747,6 +747,24 @@ static int walk_lora(struct lynn_model *m, bool clear)
 	return n;
 }
 
+int lynn_model_lora_rank(const struct lynn_model *m)
+{
+	int r = m->lora_on && m->lm_head.has_lora ? m->lm_head.lora.rank : 0;
+	for (int li = 0; m->lora_on && li < m->cfg.n_layers; li++) {
+		const struct layer *L = &m->layers[li];
+		const struct lin *ll[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->z, &L->b, &L->a,
+					   &L->out, &L->router, &L->sg, &L->su, &L->sd, &L->sgate };
+		for (size_t j = 0; j < LYNN_ARRAY_LEN(ll); j++)
+			r = ll[j]->has_lora && ll[j]->lora.rank > r ? ll[j]->lora.rank : r;
+		for (int e = 0; e < m->E; e++) {
+			const struct lin *el[3] = { &L->eg[e], &L->eu[e], &L->ed[e] };
+			for (int j = 0; j < 3; j++)
+				r = el[j]->has_lora && el[j]->lora.rank > r ? el[j]->lora.rank : r;
+		}
+	}
+	return r;
+}
+
 void lynn_model_lora_clear(struct lynn_model *m)
 {
 	walk_lora(m, true);

@@ -95,6 +95,9 @@ int lynn_model_finish(struct lynn_model *m, int (*bind_layer)(void *ud, int li),
  * when the model cannot run there). */
 int lynn_model_place(struct lynn_model *m, const struct lynn_model_opts *opts, const char *path,
 		     struct lynn_err *err);
+/* model.c: the largest rank of the enabled adapters (0 when they are off):
+ * the forward passes' LoRA scratch holds one row of that many per token. */
+int lynn_model_lora_rank(const struct lynn_model *m);
 /* model_gguf.c: open a .gguf file (llama.cpp's qwen35moe). */
 struct lynn_model *lynn_model_open_gguf(const char *path, const struct lynn_model_opts *opts,
 					struct lynn_err *err);
