@@ -1,8 +1,8 @@
 /*
- * model.h - the Qwen3.5-MoE text decoder on the CPU (docs/reference
+ * model.h - the Qwen3.5-MoE text decoder on the CPU or one CUDA device (docs/reference
  * qwen35moe-architecture.md §1-4): weights bound from a checkpoint folder
  * (multimodal `model.language_model.` or text-only `model.` names; routed
- * experts per-expert or fused 3-D; BF16, F16 or F32), a per-sequence decode
+ * experts per-expert or fused 3-D; BF16, F16, F32 or NVFP4), a per-sequence decode
  * state, and a forward pass that takes any mix of (sequence, token) rows:
  * many tokens of one sequence (prefill) or one token of many sequences
  * (batched decode).
@@ -12,7 +12,8 @@
  * On a CUDA device (kernels/runner.cu) they are copied to device memory at
  * open and the states live there; the same calls apply. Small vectors (norms,
  * conv taps, A_log, dt_bias) are converted to f32 at load. All arithmetic is
- * f32; KV caches and DeltaNet states are f32.
+ * f32; KV caches and DeltaNet states are f32 (on the GPU an NVFP4 product
+ * takes its input rounded to bf16: W4A16).
  *
  * Threading: a model owns one thread pool; calls on one model must not run
  * concurrently (the server serialises them and batches sequences instead).
