@@ -16,7 +16,8 @@
  * and experts take every row of a chunk at once, while attention, the conv
  * and the delta rule walk each sequence's rows in order against its state.
  * Everything runs on the model's stream; a forward pass ends with one
- * synchronisation (the logits' copy back).
+ * synchronisation (the logits' copy back). Passes of up to GRAPH_MAX_ROWS
+ * rows (decode steps) replay a CUDA graph of their launches (run_pass).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
