@@ -591,7 +591,17 @@ START_TEST(test_cli_logits_generate)
 		ck_assert_msg(strstr(r.err, bad[k].expect) != NULL, "%s: %s", bad[k].args, r.err);
 		tu_run_free(&r);
 	}
+	/* the device from the environment: a bad value is named; cpu always runs */
+	r = tu_lynn("logits --model " FIXTURES "/qwen35moe-tiny --ids 1 --out /tmp/lynn-never.safetensors",
+		    NULL, "LYNN_DEVICE=gpu");
+	ck_assert_msg(r.status == 2 && strstr(r.err, "LYNN_DEVICE=gpu"), "status %d: %s", r.status, r.err);
+	tu_run_free(&r);
 	ck_assert(!lynn_file_exists("/tmp/lynn-never.safetensors"));
+	snprintf(args, sizeof args, "generate --model " FIXTURES "/qwen35moe-tiny --ids 1,2 --max-tokens 2 "
+		 "--print-ids --device auto");
+	r = tu_lynn(args, NULL, "LYNN_DEVICE=cpu");
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	tu_run_free(&r);
 	snprintf(args, sizeof args, "rm -rf '%s'", dir);
 	r = tu_sh(args, NULL);
 	tu_run_free(&r);
