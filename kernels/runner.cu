@@ -65,6 +65,7 @@ struct dlayer {
 	float *in_norm, *post_norm, *q_norm, *k_norm, *conv_w, *neg_a, *dt_bias, *gnorm;
 	struct dlin q, k, v, o, qkv, z, b, a, out, router, sg, su, sd, sgate;
 	struct dbank eg, eu, ed;
+	bool elora;                /* adapters on some routed experts (note_expert_lora) */
 };
 
 struct dmap {                      /* host buffer -> its device copy */
@@ -100,6 +101,9 @@ struct lynn_cuda_model {
 		cudaGraphExec_t exec;
 	} graphs[MAX_GRAPHS];      /* record() captured, most recent last */
 	int n_graphs;
+	bool graphs_off;           /* LYNN_CUDA_NO_GRAPHS set at open */
+	bool elora_any, elora_known; /* dlayer.elora as of adapters generation elora_gen */
+	unsigned elora_gen;
 };
 
 struct lynn_cuda_seq {
@@ -268,6 +272,7 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 	if (!c)
 		return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
 	m->cuda = c;
+	c->graphs_off = getenv("LYNN_CUDA_NO_GRAPHS") != NULL;
 	int rc = 0, nl = m->cfg.n_layers;
 	LYNN_CUDA_TRY(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
 	c->L = (struct dlayer *)calloc((size_t)nl, sizeof *c->L);
@@ -431,9 +436,7 @@ static int grow_kv(const struct lynn_model *m, struct lynn_seq *s, int64_t need,
 	struct lynn_cuda_seq *d = s->cuda;
 	if (need <= d->cap)
 		return 0;
-	int64_t cap = d->cap ? d->cap : 64;
-	while (cap < need)
-		cap *= 2;
+	int64_t cap = lynn_kv_rows(d->cap, need);
 	size_t row = (size_t)m->nkv * m->hd * sizeof(float);
 	for (int li = 0; li < m->cfg.n_layers; li++) {
 		if (m->layers[li].type != LYNN_LAYER_FULL)
@@ -1172,12 +1175,23 @@ static int slot_lora(struct pass *p, const struct lin *ls, const int *sele, int 
 	return 0;
 }
 
-static bool experts_have_lora(const struct lynn_model *m, const struct layer *L)
+/* Which layers have adapters on routed experts: the walk over the experts
+ * runs when the adapters change (lora_gen), not on every pass. */
+static void note_expert_lora(struct lynn_cuda_model *c, const struct lynn_model *m)
 {
-	for (int e = 0; m->lora_on && e < m->E; e++)
-		if (L->eg[e].has_lora || L->eu[e].has_lora || L->ed[e].has_lora)
-			return true;
-	return false;
+	if (c->elora_known && c->elora_gen == m->lora_gen)
+		return;
+	c->elora_any = false;
+	for (int li = 0; li < m->cfg.n_layers; li++) {
+		const struct layer *L = &m->layers[li];
+		bool on = false;
+		for (int e = 0; e < m->E && !on; e++)
+			on = L->eg[e].has_lora || L->eu[e].has_lora || L->ed[e].has_lora;
+		c->L[li].elora = on;
+		c->elora_any |= on;
+	}
+	c->elora_gen = m->lora_gen;
+	c->elora_known = true;
 }
 
 static int attention(struct pass *p, int li, int64_t n)
@@ -1268,7 +1282,7 @@ static int moe(struct pass *p, int li, int64_t n)
 	if ((rc = launch_check(p, "router")))
 		return rc;
 	const struct layer *L = &m->layers[li];
-	bool elora = experts_have_lora(m, L);
+	bool elora = m->lora_on && D->elora;
 	int *se = NULL;
 	float *sp = NULL;
 	if (m->route_fn || elora) { /* the choices on the host */
@@ -1360,12 +1374,8 @@ static int record(struct pass *p, int64_t n, int ns, int64_t nw)
  * observer, adapters on experts) cannot be captured and runs directly. */
 static bool graph_ok(const struct lynn_model *m, int64_t n)
 {
-	if (n > GRAPH_MAX_ROWS || m->route_fn || getenv("LYNN_CUDA_NO_GRAPHS"))
-		return false;
-	for (int li = 0; li < m->cfg.n_layers; li++)
-		if (experts_have_lora(m, &m->layers[li]))
-			return false;
-	return true;
+	return n <= GRAPH_MAX_ROWS && !m->route_fn && !(m->lora_on && m->cuda->elora_any) &&
+	       !m->cuda->graphs_off;
 }
 
 static int run_pass(struct pass *p, int64_t n, int ns, int64_t nw)
@@ -1494,6 +1504,7 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	for (int64_t i = 0; i < n; i++)
 		seqs[i]->pos = h.pos[i] + 1;
 	nw = logits ? nw : 0;
+	note_expert_lora(c, m);
 	if ((rc = run_pass(&p, n, ns, nw)))
 		return rc;
 	if (nw > 0)

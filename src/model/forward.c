@@ -472,9 +472,7 @@ static int grow_kv(const struct lynn_model *m, struct lynn_seq *sq, int64_t need
 {
 	if (need <= sq->cap)
 		return 0;
-	int64_t cap = sq->cap ? sq->cap : 64;
-	while (cap < need)
-		cap *= 2;
+	int64_t cap = lynn_kv_rows(sq->cap, need);
 	size_t row = (size_t)m->nkv * m->hd * sizeof(float);
 	for (int li = 0; li < m->cfg.n_layers; li++) {
 		if (m->layers[li].type != LYNN_LAYER_FULL)

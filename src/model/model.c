@@ -747,6 +747,14 @@ static int walk_lora(struct lynn_model *m, bool clear)
 	return n;
 }
 
+int64_t lynn_kv_rows(int64_t cap, int64_t need)
+{
+	cap = cap ? cap : 64;
+	while (cap < need)
+		cap *= 2;
+	return cap;
+}
+
 int lynn_model_lora_rank(const struct lynn_model *m)
 {
 	int r = m->lora_on && m->lm_head.has_lora ? m->lm_head.lora.rank : 0;

@@ -95,6 +95,8 @@ int lynn_model_finish(struct lynn_model *m, int (*bind_layer)(void *ud, int li),
  * when the model cannot run there). */
 int lynn_model_place(struct lynn_model *m, const struct lynn_model_opts *opts, const char *path,
 		     struct lynn_err *err);
+/* KV rows to hold `need` positions when `cap` are there: 64, doubled. */
+int64_t lynn_kv_rows(int64_t cap, int64_t need);
 /* model.c: the largest rank of the enabled adapters (0 when they are off):
  * the forward passes' LoRA scratch holds one row of that many per token. */
 int lynn_model_lora_rank(const struct lynn_model *m);
