@@ -988,59 +988,47 @@ struct scratch {
 	float *const *const *row_kc, *const *const *row_vc, *const *const *seq_conv, *const *const *seq_rec;
 };
 
-struct arena {
-	char *base;
-	size_t used;
-};
-
-static void *carve(struct arena *a, size_t bytes)
-{
-	size_t at = (a->used + 255) & ~(size_t)255;
-	a->used = at + bytes;
-	return a->base ? a->base + at : NULL;
-}
-
-static void layout(const struct lynn_model *m, struct arena *a, struct scratch *s, int64_t n,
+static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scratch *s, int64_t n,
 		   int64_t nw, int max_rank)
 {
 	size_t f = sizeof(float), b = sizeof(__nv_bfloat16), nk = (size_t)n * m->topk;
 	size_t big = LYNN_MAX((size_t)m->nh * m->hd, (size_t)m->Hv * m->dv);
 	a->used = 0;
-	s->x = (float *)carve(a, n * m->H * f);
-	s->xn = (float *)carve(a, n * m->H * f);
-	s->mix = (float *)carve(a, n * m->H * f);
-	s->P = (float *)carve(a, n * m->nh * 2 * m->hd * f);
-	s->Kx = (float *)carve(a, n * m->nkv * m->hd * f);
-	s->Vx = (float *)carve(a, n * m->nkv * m->hd * f);
-	s->O = (float *)carve(a, n * m->nh * m->hd * f);
-	s->U = (float *)carve(a, n * m->conv_dim * f);
-	s->C = (float *)carve(a, n * m->conv_dim * f);
-	s->Z = (float *)carve(a, n * m->Hv * m->dv * f);
-	s->Bv = (float *)carve(a, n * m->Hv * f);
-	s->Av = (float *)carve(a, n * m->Hv * f);
-	s->O2 = (float *)carve(a, n * m->Hv * m->dv * f);
-	s->R = (float *)carve(a, n * m->E * f);
-	s->selp = (float *)carve(a, nk * f);
-	s->selw = (float *)carve(a, nk * f);
-	s->Gg = (float *)carve(a, nk * m->I * f);
-	s->Ug = (float *)carve(a, nk * m->I * f);
-	s->act = (float *)carve(a, nk * m->I * f);
-	s->Yg = (float *)carve(a, nk * m->H * f);
-	s->HSg = (float *)carve(a, n * m->Is * f);
-	s->HSu = (float *)carve(a, n * m->Is * f);
-	s->HSa = (float *)carve(a, n * m->Is * f);
-	s->YS = (float *)carve(a, n * m->H * f);
-	s->SG = (float *)carve(a, n * f);
-	s->lora = (float *)carve(a, n * (size_t)(max_rank > 0 ? max_rank : 1) * f);
-	s->logits = (float *)carve(a, (size_t)(nw > 0 ? nw : 1) * m->V * f);
-	s->xnb = (__nv_bfloat16 *)carve(a, n * m->H * b);
-	s->Ob = (__nv_bfloat16 *)carve(a, n * big * b);
+	s->x = (float *)lynn_carve(a, n * m->H * f);
+	s->xn = (float *)lynn_carve(a, n * m->H * f);
+	s->mix = (float *)lynn_carve(a, n * m->H * f);
+	s->P = (float *)lynn_carve(a, n * m->nh * 2 * m->hd * f);
+	s->Kx = (float *)lynn_carve(a, n * m->nkv * m->hd * f);
+	s->Vx = (float *)lynn_carve(a, n * m->nkv * m->hd * f);
+	s->O = (float *)lynn_carve(a, n * m->nh * m->hd * f);
+	s->U = (float *)lynn_carve(a, n * m->conv_dim * f);
+	s->C = (float *)lynn_carve(a, n * m->conv_dim * f);
+	s->Z = (float *)lynn_carve(a, n * m->Hv * m->dv * f);
+	s->Bv = (float *)lynn_carve(a, n * m->Hv * f);
+	s->Av = (float *)lynn_carve(a, n * m->Hv * f);
+	s->O2 = (float *)lynn_carve(a, n * m->Hv * m->dv * f);
+	s->R = (float *)lynn_carve(a, n * m->E * f);
+	s->selp = (float *)lynn_carve(a, nk * f);
+	s->selw = (float *)lynn_carve(a, nk * f);
+	s->Gg = (float *)lynn_carve(a, nk * m->I * f);
+	s->Ug = (float *)lynn_carve(a, nk * m->I * f);
+	s->act = (float *)lynn_carve(a, nk * m->I * f);
+	s->Yg = (float *)lynn_carve(a, nk * m->H * f);
+	s->HSg = (float *)lynn_carve(a, n * m->Is * f);
+	s->HSu = (float *)lynn_carve(a, n * m->Is * f);
+	s->HSa = (float *)lynn_carve(a, n * m->Is * f);
+	s->YS = (float *)lynn_carve(a, n * m->H * f);
+	s->SG = (float *)lynn_carve(a, n * f);
+	s->lora = (float *)lynn_carve(a, n * (size_t)(max_rank > 0 ? max_rank : 1) * f);
+	s->logits = (float *)lynn_carve(a, (size_t)(nw > 0 ? nw : 1) * m->V * f);
+	s->xnb = (__nv_bfloat16 *)lynn_carve(a, n * m->H * b);
+	s->Ob = (__nv_bfloat16 *)lynn_carve(a, n * big * b);
 	s->O2b = s->Ob;
-	s->Xg = (__nv_bfloat16 *)carve(a, nk * m->H * b);
-	s->actb = (__nv_bfloat16 *)carve(a, nk * m->I * b);
-	s->HSab = (__nv_bfloat16 *)carve(a, n * m->Is * b);
-	s->sele = (int *)carve(a, nk * sizeof(int));
-	s->ord = (int *)carve(a, nk * sizeof(int));
+	s->Xg = (__nv_bfloat16 *)lynn_carve(a, nk * m->H * b);
+	s->actb = (__nv_bfloat16 *)lynn_carve(a, nk * m->I * b);
+	s->HSab = (__nv_bfloat16 *)lynn_carve(a, n * m->Is * b);
+	s->sele = (int *)lynn_carve(a, nk * sizeof(int));
+	s->ord = (int *)lynn_carve(a, nk * sizeof(int));
 }
 
 /* The chunk's small host arrays, staged in one pinned buffer. */
@@ -1050,19 +1038,19 @@ struct staged {
 	float ***row_kc, ***row_vc, ***seq_conv, ***seq_rec;
 };
 
-static size_t stage_layout(struct arena *a, struct staged *h, int64_t n)
+static size_t stage_layout(struct lynn_arena *a, struct staged *h, int64_t n)
 {
 	size_t p = sizeof(void *);
 	a->used = 0;
-	h->pos = (int64_t *)carve(a, n * sizeof(int64_t));
-	h->row_kc = (float ***)carve(a, n * p);
-	h->row_vc = (float ***)carve(a, n * p);
-	h->seq_conv = (float ***)carve(a, n * p);
-	h->seq_rec = (float ***)carve(a, n * p);
-	h->ids = (int *)carve(a, n * sizeof(int));
-	h->seq_rows = (int *)carve(a, n * sizeof(int));
-	h->seq_start = (int *)carve(a, (n + 1) * sizeof(int));
-	h->want_rows = (int *)carve(a, n * sizeof(int));
+	h->pos = (int64_t *)lynn_carve(a, n * sizeof(int64_t));
+	h->row_kc = (float ***)lynn_carve(a, n * p);
+	h->row_vc = (float ***)lynn_carve(a, n * p);
+	h->seq_conv = (float ***)lynn_carve(a, n * p);
+	h->seq_rec = (float ***)lynn_carve(a, n * p);
+	h->ids = (int *)lynn_carve(a, n * sizeof(int));
+	h->seq_rows = (int *)lynn_carve(a, n * sizeof(int));
+	h->seq_start = (int *)lynn_carve(a, (n + 1) * sizeof(int));
+	h->want_rows = (int *)lynn_carve(a, n * sizeof(int));
 	return a->used;
 }
 
@@ -1429,7 +1417,7 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	for (int64_t i = 0; i < n; i++)
 		nw += !want || want[i];
 	/* host side: positions, KV room, rows grouped by sequence (in order) */
-	struct arena sa = { NULL, 0 };
+	struct lynn_arena sa = { NULL, 0, 0 };
 	struct staged h;
 	size_t sbytes = stage_layout(&sa, &h, n);
 	if (sbytes > c->stage_cap) {
@@ -1473,7 +1461,7 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 			h.want_rows[w++] = (int)i;
 	/* device scratch */
 	int mr = lynn_model_lora_rank(m);
-	struct arena da = { NULL, 0 };
+	struct lynn_arena da = { NULL, 0, 0 };
 	layout(m, &da, s, n, nw, mr);
 	size_t need = da.used + sbytes + 256;
 	if (need > c->scratch_cap) {
@@ -1488,7 +1476,7 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	}
 	da.base = c->scratch;
 	layout(m, &da, s, n, nw, mr);
-	char *dstage = (char *)carve(&da, sbytes);
+	char *dstage = (char *)lynn_carve(&da, sbytes);
 	LYNN_CUDA_TRY(cudaMemcpyAsync(dstage, c->stage, sbytes, cudaMemcpyHostToDevice, p.st));
 	ptrdiff_t off = dstage - c->stage;
 	s->pos = (int64_t *)((char *)h.pos + off);

@@ -34,53 +34,41 @@ struct scratch {
 	float *lora;                     /* (n, max rank) */
 };
 
-struct arena {
-	char *base;
-	size_t cap, used;
-};
-
-static void *carve(struct arena *a, size_t bytes)
-{
-	size_t at = (a->used + 63) & ~(size_t)63;
-	a->used = at + bytes;
-	return a->base ? a->base + at : NULL;
-}
-
 /* Lay out the scratch for n rows; with a->base NULL only measures. */
-static void layout(const struct lynn_model *m, struct arena *a, struct scratch *s, int64_t n,
+static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scratch *s, int64_t n,
 		   int64_t t_max, int max_rank)
 {
 	size_t f = sizeof(float), nk = (size_t)n * m->topk;
 	a->used = 0;
-	s->x = carve(a, n * m->H * f);
-	s->xn = carve(a, n * m->H * f);
-	s->mix = carve(a, n * m->H * f);
-	s->pos = carve(a, n * sizeof(int64_t));
-	s->P = carve(a, n * m->nh * 2 * m->hd * f);
-	s->Kx = carve(a, n * m->nkv * m->hd * f);
-	s->Vx = carve(a, n * m->nkv * m->hd * f);
-	s->O = carve(a, n * m->nh * m->hd * f);
-	s->scores = carve(a, (size_t)m->n_threads * t_max * f);
-	s->U = carve(a, n * m->conv_dim * f);
-	s->C = carve(a, n * m->conv_dim * f);
-	s->Z = carve(a, n * m->Hv * m->dv * f);
-	s->Bv = carve(a, n * m->Hv * f);
-	s->Av = carve(a, n * m->Hv * f);
-	s->O2 = carve(a, n * m->Hv * m->dv * f);
-	s->R = carve(a, n * m->E * f);
-	s->selw = carve(a, nk * f);
-	s->sele = carve(a, nk * sizeof(int));
-	s->cnt = carve(a, m->E * sizeof(int));
-	s->off = carve(a, (m->E + 1) * sizeof(int));
-	s->slot = carve(a, nk * sizeof(int));
-	s->grow = carve(a, nk * sizeof(int));
-	s->Xg = carve(a, nk * m->H * f);
-	s->Hg = carve(a, nk * 2 * m->I * f);
-	s->Yg = carve(a, nk * m->H * f);
-	s->HS = carve(a, n * 2 * m->Is * f);
-	s->YS = carve(a, n * m->H * f);
-	s->SG = carve(a, n * f);
-	s->lora = carve(a, n * (size_t)(max_rank > 0 ? max_rank : 1) * f);
+	s->x = lynn_carve(a, n * m->H * f);
+	s->xn = lynn_carve(a, n * m->H * f);
+	s->mix = lynn_carve(a, n * m->H * f);
+	s->pos = lynn_carve(a, n * sizeof(int64_t));
+	s->P = lynn_carve(a, n * m->nh * 2 * m->hd * f);
+	s->Kx = lynn_carve(a, n * m->nkv * m->hd * f);
+	s->Vx = lynn_carve(a, n * m->nkv * m->hd * f);
+	s->O = lynn_carve(a, n * m->nh * m->hd * f);
+	s->scores = lynn_carve(a, (size_t)m->n_threads * t_max * f);
+	s->U = lynn_carve(a, n * m->conv_dim * f);
+	s->C = lynn_carve(a, n * m->conv_dim * f);
+	s->Z = lynn_carve(a, n * m->Hv * m->dv * f);
+	s->Bv = lynn_carve(a, n * m->Hv * f);
+	s->Av = lynn_carve(a, n * m->Hv * f);
+	s->O2 = lynn_carve(a, n * m->Hv * m->dv * f);
+	s->R = lynn_carve(a, n * m->E * f);
+	s->selw = lynn_carve(a, nk * f);
+	s->sele = lynn_carve(a, nk * sizeof(int));
+	s->cnt = lynn_carve(a, m->E * sizeof(int));
+	s->off = lynn_carve(a, (m->E + 1) * sizeof(int));
+	s->slot = lynn_carve(a, nk * sizeof(int));
+	s->grow = lynn_carve(a, nk * sizeof(int));
+	s->Xg = lynn_carve(a, nk * m->H * f);
+	s->Hg = lynn_carve(a, nk * 2 * m->I * f);
+	s->Yg = lynn_carve(a, nk * m->H * f);
+	s->HS = lynn_carve(a, n * 2 * m->Is * f);
+	s->YS = lynn_carve(a, n * m->H * f);
+	s->SG = lynn_carve(a, n * f);
+	s->lora = lynn_carve(a, n * (size_t)(max_rank > 0 ? max_rank : 1) * f);
 }
 
 /* ===== small math ===== */
@@ -491,7 +479,7 @@ static int grow_kv(const struct lynn_model *m, struct lynn_seq *sq, int64_t need
 	return 0;
 }
 
-static int forward_chunk(struct lynn_model *m, struct arena *ar, int64_t n, struct lynn_seq *const *seqs,
+static int forward_chunk(struct lynn_model *m, struct lynn_arena *ar, int64_t n, struct lynn_seq *const *seqs,
 			 const int32_t *ids, const bool *want, float *logits, int64_t *n_out,
 			 struct lynn_err *err)
 {
@@ -500,7 +488,7 @@ static int forward_chunk(struct lynn_model *m, struct arena *ar, int64_t n, stru
 	const struct lynn_config *c = &m->cfg;
 	int64_t t_max = 1;
 	/* longest context: each row sits after the earlier rows of its sequence */
-	struct arena probe = { NULL, 0, 0 };
+	struct lynn_arena probe = { NULL, 0, 0 };
 	for (int64_t i = 0; i < n; i++) {
 		int64_t p = seqs[i]->pos++;
 		if (p + 1 > t_max)
@@ -580,7 +568,7 @@ int lynn_model_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *
 	if (m->cuda)
 		return lynn_cuda_forward(m, n, seqs, ids, want, logits, err);
 #endif
-	struct arena ar = { m->arena, m->arena_cap, 0 };
+	struct lynn_arena ar = { m->arena, m->arena_cap, 0 };
 	int rc = 0;
 	for (int64_t r0 = 0; r0 < n; r0 += CHUNK_ROWS) {
 		int64_t nc = LYNN_MIN(CHUNK_ROWS, n - r0), nw = 0;

@@ -82,6 +82,20 @@ struct lynn_seq {
 	struct lynn_cuda_seq *cuda;  /* the state on the CUDA device instead (model->cuda) */
 };
 
+/* Scratch laid out in one buffer (forward.c, runner.cu): each lynn_carve
+ * takes the next 256-byte aligned piece; with base NULL it only measures. */
+struct lynn_arena {
+	char *base;
+	size_t cap, used;
+};
+
+static inline void *lynn_carve(struct lynn_arena *a, size_t bytes)
+{
+	size_t at = (a->used + 255) & ~(size_t)255;
+	a->used = at + bytes;
+	return a->base ? a->base + at : NULL;
+}
+
 /* model.c: sizes from m->cfg, checks, threads/ISA (before binding); then,
  * once the embeddings and lm_head are bound, the layer array (each layer
  * bound by bind_layer(ud, li), nonzero on failure with err filled in), the
