@@ -473,7 +473,7 @@ __device__ __forceinline__ float warp_sum(float v)
 	return v;
 }
 
-/* Sum (or max) over the block; every thread gets the result. `red` holds 33 floats. */
+/* Sum over the block; every thread gets the result. `red` holds 33 floats. */
 __device__ float block_sum(float v, float *red)
 {
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
@@ -485,26 +485,6 @@ __device__ float block_sum(float v, float *red)
 	if (w == 0) {
 		float t = lane < nw ? red[lane] : 0.0f;
 		t = warp_sum(t);
-		if (lane == 0)
-			red[32] = t;
-	}
-	__syncthreads();
-	return red[32];
-}
-
-__device__ float block_max(float v, float *red)
-{
-	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-	for (int o = 16; o > 0; o >>= 1)
-		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-	__syncthreads();
-	if (lane == 0)
-		red[w] = v;
-	__syncthreads();
-	if (w == 0) {
-		float t = lane < nw ? red[lane] : -INFINITY;
-		for (int o = 16; o > 0; o >>= 1)
-			t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, o));
 		if (lane == 0)
 			red[32] = t;
 	}
@@ -599,23 +579,73 @@ __global__ void k_embed(const T *E, const int *ids, int64_t H, float *x)
 		x[(int64_t)i * H + d] = to_f(row[d]);
 }
 
-/* y = x * rsqrt(mean(x^2) + eps) * w for row rows ? rows[i] : i; also bf16. */
-__global__ void k_rmsnorm(const float *x, const int *rows, const float *w, int H, float eps,
+/* y = x * rsqrt(mean(x^2) + eps) * w for row rows ? rows[i] : i; also bf16.
+ * With add (same rows as x), x += add first (the residual sum before the
+ * norm). A row of up to RMS_R * blockDim.x values stays in registers, so
+ * x is read once and its loads are all in flight together. */
+#define RMS_R 8
+
+__global__ void k_rmsnorm(float *x, const float *add, const int *rows, const float *w, int H, float eps,
 			  float *y, __nv_bfloat16 *yb)
 {
 	__shared__ float red[33];
-	int i = blockIdx.x;
-	const float *xr = x + (int64_t)(rows ? rows[i] : i) * H;
+	int i = blockIdx.x, t = threadIdx.x, bd = blockDim.x;
+	float *xr = x + (int64_t)(rows ? rows[i] : i) * H;
+	const float *ar = add ? add + (int64_t)(rows ? rows[i] : i) * H : NULL;
 	float ss = 0.0f;
-	for (int d = threadIdx.x; d < H; d += blockDim.x)
-		ss += xr[d] * xr[d];
+	if (H <= RMS_R * bd) {
+		float v[RMS_R];
+#pragma unroll
+		for (int r = 0; r < RMS_R; r++) {
+			int d = t + r * bd;
+			v[r] = d < H ? xr[d] : 0.0f;
+		}
+		if (ar)
+#pragma unroll
+			for (int r = 0; r < RMS_R; r++) {
+				int d = t + r * bd;
+				if (d < H) {
+					v[r] += ar[d];
+					xr[d] = v[r];
+				}
+			}
+#pragma unroll
+		for (int r = 0; r < RMS_R; r++)
+			ss += v[r] * v[r];
+		ss = block_sum(ss, red);
+		float rs = 1.0f / sqrtf(ss / (float)H + eps);
+#pragma unroll
+		for (int r = 0; r < RMS_R; r++) {
+			int d = t + r * bd;
+			if (d < H) {
+				float o = v[r] * rs * w[d];
+				y[(int64_t)i * H + d] = o;
+				yb[(int64_t)i * H + d] = __float2bfloat16(o);
+			}
+		}
+		return;
+	}
+	for (int d = t; d < H; d += bd) {
+		float v = xr[d];
+		if (ar)
+			xr[d] = v += ar[d];
+		ss += v * v;
+	}
 	ss = block_sum(ss, red);
-	float r = 1.0f / sqrtf(ss / (float)H + eps);
-	for (int d = threadIdx.x; d < H; d += blockDim.x) {
-		float v = xr[d] * r * w[d];
+	float rs = 1.0f / sqrtf(ss / (float)H + eps);
+	for (int d = t; d < H; d += bd) {
+		float v = xr[d] * rs * w[d];
 		y[(int64_t)i * H + d] = v;
 		yb[(int64_t)i * H + d] = __float2bfloat16(v);
 	}
+}
+
+/* threads for k_rmsnorm over rows of H: 256, or up to 1024 to keep a row in registers */
+static unsigned rms_threads(int64_t H)
+{
+	int64_t t = (H + RMS_R - 1) / RMS_R;
+	t = (t + 31) / 32 * 32;
+	return (unsigned)(t < 256 ? 256 : t > 1024 ? 1024 : t);
 }
 
 __global__ void k_to_bf16(const float *x, int64_t n, __nv_bfloat16 *y)
@@ -623,13 +653,6 @@ __global__ void k_to_bf16(const float *x, int64_t n, __nv_bfloat16 *y)
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x)
 		y[i] = __float2bfloat16(x[i]);
-}
-
-__global__ void k_add(float *x, const float *y, int64_t n)
-{
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (int64_t)gridDim.x * blockDim.x)
-		x[i] += y[i];
 }
 
 /* Attention inputs, one block per (row, head): heads 0..nh-1 are the query
@@ -867,32 +890,33 @@ __global__ void k_delta(const float *C, const float *Z, const float *Bv, const f
 
 /* Router: softmax over all E experts, top-k (descending, lower index first
  * on ties, as torch.topk), the k probabilities renormalised; `ord` lists a
- * row's slots by ascending expert id (the order HF's index_add_ sums in). */
+ * row's slots by ascending expert id (the order HF's index_add_ sums in).
+ * One warp a row (launch with 32 threads): lane l owns experts l, l + 32,
+ * ... in shared memory, so the k rounds of the top-k need no barrier. */
 __global__ void k_route(const float *R, int E, int k, int *sele, float *selp, float *selw, int *ord)
 {
 	extern __shared__ float p[];
-	__shared__ float red[33];
-	__shared__ int bi[33];
-	int i = blockIdx.x;
+	int i = blockIdx.x, lane = threadIdx.x;
 	const float *r = R + (int64_t)i * E;
 	float mx = -INFINITY;
-	for (int e = threadIdx.x; e < E; e += blockDim.x)
-		mx = fmaxf(mx, r[e]);
-	mx = block_max(mx, red);
+	for (int e = lane; e < E; e += 32) {
+		p[e] = r[e];
+		mx = fmaxf(mx, p[e]);
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
 	float sum = 0.0f;
-	for (int e = threadIdx.x; e < E; e += blockDim.x) {
-		p[e] = expf(r[e] - mx);
+	for (int e = lane; e < E; e += 32) {
+		p[e] = expf(p[e] - mx);
 		sum += p[e];
 	}
-	sum = block_sum(sum, red);
-	for (int e = threadIdx.x; e < E; e += blockDim.x)
+	sum = warp_sum(sum);
+	for (int e = lane; e < E; e += 32)
 		p[e] /= sum;
-	__syncthreads();
-	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
 	for (int j = 0; j < k; j++) {
 		float bv = -1.0f;
 		int be = E;
-		for (int e = threadIdx.x; e < E; e += blockDim.x)
+		for (int e = lane; e < E; e += 32)
 			if (p[e] > bv) {
 				bv = p[e];
 				be = e;
@@ -906,23 +930,14 @@ __global__ void k_route(const float *R, int E, int k, int *sele, float *selp, fl
 			}
 		}
 		if (lane == 0) {
-			red[w] = bv;
-			bi[w] = be;
+			sele[i * k + j] = be;
+			selp[i * k + j] = bv;
 		}
-		__syncthreads();
-		if (threadIdx.x == 0) {
-			for (int u = 1; u < nw; u++)
-				if (red[u] > red[0] || (red[u] == red[0] && bi[u] < bi[0])) {
-					red[0] = red[u];
-					bi[0] = bi[u];
-				}
-			sele[i * k + j] = bi[0];
-			selp[i * k + j] = red[0];
-			p[bi[0]] = -2.0f; /* taken */
-		}
-		__syncthreads();
+		if (be % 32 == lane)
+			p[be] = -2.0f; /* taken */
 	}
-	if (threadIdx.x == 0) {
+	__syncwarp();
+	if (lane == 0) {
 		float tot = 0.0f;
 		for (int j = 0; j < k; j++)
 			tot += selp[i * k + j];
@@ -958,21 +973,37 @@ __global__ void k_swiglu(const float *G, const float *U, int64_t n, float *A, __
 	}
 }
 
-/* x += (routed sum in expert order) + sigmoid(shared gate) * shared (§3.5). */
+/* x += (routed sum in expert order) + sigmoid(shared gate) * shared (§3.5);
+ * grid (rows, H / blockDim), one element a thread, its k slot loads in
+ * flight together (the sum keeps expert order). */
+#define MOE_MAXK 16
+
 __global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const int *ord,
 			  const float *SG, const float *YS, int k, int64_t H)
 {
 	int i = blockIdx.x;
-	float sg = sigmoid_d(SG[i]);
-	for (int64_t d = threadIdx.x; d < H; d += blockDim.x) {
-		float y = 0.0f;
-		for (int j = 0; j < k; j++) {
-			int sl = i * k + ord[i * k + j];
-			y += Yg[(int64_t)sl * H + d] * selw[sl];
+	int64_t d = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+	if (d >= H)
+		return;
+	float y = 0.0f;
+	for (int j0 = 0; j0 < k; j0 += MOE_MAXK) {
+		float v[MOE_MAXK], wt[MOE_MAXK];
+#pragma unroll
+		for (int j = 0; j < MOE_MAXK; j++) {
+			v[j] = wt[j] = 0.0f;
+			if (j0 + j < k) {
+				int sl = i * k + ord[i * k + j0 + j];
+				v[j] = Yg[(int64_t)sl * H + d];
+				wt[j] = selw[sl];
+			}
 		}
-		y += sg * YS[(int64_t)i * H + d];
-		x[(int64_t)i * H + d] += y;
+#pragma unroll
+		for (int j = 0; j < MOE_MAXK; j++)
+			if (j0 + j < k)
+				y += v[j] * wt[j];
 	}
+	y += sigmoid_d(SG[i]) * YS[(int64_t)i * H + d];
+	x[(int64_t)i * H + d] += y;
 }
 
 /* ===== the pass ===== */
@@ -1130,13 +1161,14 @@ static int lin_run(struct pass *p, const struct dlin *l, const float *x, const _
 		    true);
 }
 
-/* Expert products over the n*k slots: Y[g] = W_{sele[g]} X_{g / x_div}. */
+/* Expert products over the n*k slots: Y[g] = W_{sele[g]} X_{g / x_div}.
+ * NVFP4 reads slot g's bf16 row at xb + g * xb_stride (0: one row for all). */
 static int bank_run(struct pass *p, const struct dbank *b, int groups, int x_div, const float *x,
-		    const __nv_bfloat16 *xb, float *y)
+		    const __nv_bfloat16 *xb, int64_t xb_stride, float *y)
 {
-	if (b->nv) /* x_div 1: xb holds one row per slot */
-		return lynn_cuda_nvfp4_moe_gemm(&b->q, p->s.sele, groups, xb, b->k, 1, y, LYNN_CUDA_OUT_F32,
-						LYNN_CUDA_PATH_AUTO, p->st, p->err);
+	if (b->nv)
+		return lynn_cuda_nvfp4_moe_gemm(&b->q, p->s.sele, groups, xb, xb_stride, 1, y,
+						LYNN_CUDA_OUT_F32, LYNN_CUDA_PATH_AUTO, p->st, p->err);
 	return gemv(p, b->dt, b->w, b->n * b->k, p->s.sele, groups, x_div, x, b->k, b->k, 1, b->n, b->k, y,
 		    b->n, b->n, 1.0f, false);
 }
@@ -1265,7 +1297,7 @@ static int moe(struct pass *p, int li, int64_t n)
 	int k = m->topk, G = (int)n * k, rc;
 	if ((rc = lin_run(p, &D->router, s->xn, s->xnb, (int)n, s->R)))
 		return rc;
-	k_route<<<(unsigned)n, 256, (size_t)m->E * sizeof(float), p->st>>>(s->R, m->E, k, s->sele, s->selp,
+	k_route<<<(unsigned)n, 32, (size_t)m->E * sizeof(float), p->st>>>(s->R, m->E, k, s->sele, s->selp,
 									     s->selw, s->ord);
 	if ((rc = launch_check(p, "router")))
 		return rc;
@@ -1287,15 +1319,19 @@ static int moe(struct pass *p, int li, int64_t n)
 		for (int64_t i = 0; m->route_fn && i < n; i++)
 			m->route_fn(m->route_ud, li, k, se + i * k, sp + i * k);
 	}
-	if (D->eg.nv || D->eu.nv)
+	/* the NVFP4 banks' bf16 input, a row per slot; one row serves every
+	 * slot of a one-row pass */
+	const __nv_bfloat16 *xg = n == 1 ? s->xnb : s->Xg;
+	int64_t xg_stride = n == 1 ? 0 : m->H;
+	if ((D->eg.nv || D->eu.nv) && n > 1)
 		k_gather_bf16<<<(unsigned)G, 256, 0, p->st>>>(s->xnb, k, m->H, s->Xg);
 	int64_t na = (int64_t)G * m->I;
-	if (!(rc = bank_run(p, &D->eg, G, k, s->xn, s->Xg, s->Gg)) &&
-	    !(rc = bank_run(p, &D->eu, G, k, s->xn, s->Xg, s->Ug)) &&
+	if (!(rc = bank_run(p, &D->eg, G, k, s->xn, xg, xg_stride, s->Gg)) &&
+	    !(rc = bank_run(p, &D->eu, G, k, s->xn, xg, xg_stride, s->Ug)) &&
 	    !(rc = elora ? slot_lora(p, L->eg, se, G, k, s->xn, m->H, s->Gg, m->I) : 0) &&
 	    !(rc = elora ? slot_lora(p, L->eu, se, G, k, s->xn, m->H, s->Ug, m->I) : 0)) {
 		k_swiglu<<<grid_for(na, 256), 256, 0, p->st>>>(s->Gg, s->Ug, na, s->act, s->actb);
-		if (!(rc = bank_run(p, &D->ed, G, 1, s->act, s->actb, s->Yg)) && elora)
+		if (!(rc = bank_run(p, &D->ed, G, 1, s->act, s->actb, m->I, s->Yg)) && elora)
 			rc = slot_lora(p, L->ed, se, G, 1, s->act, m->I, s->Yg, m->H);
 	}
 	free(se);
@@ -1310,7 +1346,8 @@ static int moe(struct pass *p, int li, int64_t n)
 	k_swiglu<<<grid_for(ns, 256), 256, 0, p->st>>>(s->HSg, s->HSu, ns, s->HSa, s->HSab);
 	if ((rc = lin_run(p, &D->sd, s->HSa, s->HSab, (int)n, s->YS)))
 		return rc;
-	k_moe_sum<<<(unsigned)n, 256, 0, p->st>>>(s->x, s->Yg, s->selw, s->ord, s->SG, s->YS, k, m->H);
+	k_moe_sum<<<dim3((unsigned)n, (unsigned)((m->H + 255) / 256)), 256, 0, p->st>>>(
+		s->x, s->Yg, s->selw, s->ord, s->SG, s->YS, k, m->H);
 	return launch_check(p, "moe");
 }
 
@@ -1333,21 +1370,22 @@ static int record(struct pass *p, int64_t n, int ns, int64_t nw)
 	default:
 		k_embed<<<(unsigned)n, 256, 0, p->st>>>((const float *)c->embed, s->ids, m->H, s->x);
 	}
-	int64_t nh = n * m->H;
+	unsigned rt = rms_threads(m->H);
 	for (int li = 0; li < m->cfg.n_layers; li++) {
 		const struct dlayer *D = &c->L[li];
-		k_rmsnorm<<<(unsigned)n, 256, 0, p->st>>>(s->x, NULL, D->in_norm, m->H, eps, s->xn, s->xnb);
+		k_rmsnorm<<<(unsigned)n, rt, 0, p->st>>>(s->x, NULL, NULL, D->in_norm, m->H, eps, s->xn, s->xnb);
 		rc = D->type == LYNN_LAYER_FULL ? attention(p, li, n) : deltanet(p, li, n, ns);
 		if (rc)
 			return rc;
-		k_add<<<grid_for(nh, 256), 256, 0, p->st>>>(s->x, s->mix, nh);
-		k_rmsnorm<<<(unsigned)n, 256, 0, p->st>>>(s->x, NULL, D->post_norm, m->H, eps, s->xn, s->xnb);
+		/* x += the mixer's output, then the post-attention norm */
+		k_rmsnorm<<<(unsigned)n, rt, 0, p->st>>>(s->x, s->mix, NULL, D->post_norm, m->H, eps, s->xn,
+							 s->xnb);
 		if ((rc = moe(p, li, n)))
 			return rc;
 	}
 	if (nw > 0) {
-		k_rmsnorm<<<(unsigned)nw, 256, 0, p->st>>>(s->x, s->want_rows, c->final_norm, m->H, eps, s->xn,
-							   s->xnb);
+		k_rmsnorm<<<(unsigned)nw, rt, 0, p->st>>>(s->x, NULL, s->want_rows, c->final_norm, m->H, eps,
+							  s->xn, s->xnb);
 		if ((rc = lin_run(p, &c->lm_head, s->xn, s->xnb, (int)nw, s->logits)))
 			return rc;
 	}

@@ -381,6 +381,101 @@ START_TEST(test_sampler)
 }
 END_TEST
 
+/* greedy on edge inputs: lowest index on ties, NaN never wins (unless at
+ * index 0, which nothing beats, as in a plain scan), lengths off the
+ * 8-lane blocks */
+START_TEST(test_sample_greedy_edges)
+{
+	static const struct {
+		float v[11];
+		int n, want;
+	} t[] = {
+		{ { 1, 3, 3, 2 }, 4, 1 },
+		{ { NAN, 5, 6 }, 3, 0 },
+		{ { 1, NAN, 0.5f }, 3, 0 },
+		{ { -1, NAN, 2, NAN, 2 }, 5, 2 },
+		{ { -INFINITY, -INFINITY }, 2, 0 },
+		{ { -INFINITY, -3 }, 2, 1 },
+		{ { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7 }, 11, 10 },
+		{ { 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 9 }, 11, 8 },
+		{ { 4 }, 1, 0 },
+	};
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+		ck_assert_msg(lynn_sample_greedy(t[i].v, t[i].n) == t[i].want, "case %zu", i);
+}
+END_TEST
+
+/* top-k and top-p over a large vocabulary (selection, not a sort): every
+ * draw lies in the set a full sort gives, and the draws' frequencies follow
+ * the renormalised probabilities */
+static int by_logit_desc(const void *a, const void *b)
+{
+	const float *const *x = a, *const *y = b;
+	if (**x != **y)
+		return **x > **y ? -1 : 1;
+	return *x < *y ? -1 : *x > *y;
+}
+
+START_TEST(test_sampler_large_vocab)
+{
+	enum { V = 20000, DRAWS = 20000 };
+	struct lynn_err err = { 0 };
+	float *lg = malloc(V * sizeof *lg);
+	const float **ord = malloc(V * sizeof *ord);
+	uint64_t x = 7;
+	for (int i = 0; i < V; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		lg[i] = (float)((x >> 40) % 2000) / 100.0f; /* ties included */
+		ord[i] = &lg[i];
+	}
+	lg[123] = -INFINITY;
+	qsort(ord, V, sizeof *ord, by_logit_desc); /* descending logit, lower id first */
+	const float T = 0.5f;
+	double mass[V] = { 0 }, tot = 0.0;
+	for (int i = 0; i < V; i++)
+		tot += exp((*ord[i] - *ord[0]) / T);
+	/* the reference sets: top_k 40; top_p 0.5 (prefix of the sorted order) */
+	int nucleus = 0;
+	for (double cum = 0.0; nucleus < V && cum < 0.5; nucleus++)
+		cum += exp((*ord[nucleus] - *ord[0]) / T) / tot;
+	ck_assert_int_gt(nucleus, 40);
+	for (int mode = 0; mode < 2; mode++) {
+		struct lynn_sample_params p;
+		lynn_sample_params_init(&p);
+		p.temperature = T;
+		p.seed = 11;
+		int keep = mode == 0 ? 40 : nucleus;
+		if (mode == 0)
+			p.top_k = keep;
+		else
+			p.top_p = 0.5f;
+		double z = 0.0;
+		for (int i = 0; i < keep; i++)
+			z += exp((*ord[i] - *ord[0]) / T);
+		memset(mass, 0, sizeof mass);
+		for (int i = 0; i < keep; i++)
+			mass[ord[i] - lg] = exp((*ord[i] - *ord[0]) / T) / z;
+		struct lynn_sampler *s = lynn_sampler_create(&p, V, &err);
+		ck_assert_ptr_nonnull(s);
+		int *hits = calloc(V, sizeof *hits);
+		for (int d = 0; d < DRAWS; d++) {
+			int32_t id = lynn_sampler_sample(s, lg);
+			ck_assert_msg(id >= 0 && id < V && mass[id] > 0.0, "mode %d: draw %d outside the set", mode,
+				      id);
+			hits[id]++;
+		}
+		/* the most likely token's frequency within 5 standard deviations */
+		int top = (int)(ord[0] - lg);
+		double e = mass[top] * DRAWS, sd = sqrt(DRAWS * mass[top] * (1 - mass[top]));
+		ck_assert_msg(fabs(hits[top] - e) < 5 * sd, "mode %d: %d hits, %g expected", mode, hits[top], e);
+		free(hits);
+		lynn_sampler_free(s);
+	}
+	free(ord);
+	free(lg);
+}
+END_TEST
+
 /* ===== LoRA hook ===== */
 
 /* A rank-1 adapter with B = 0 changes nothing; with B != 0 it changes the
@@ -701,6 +796,8 @@ Suite *model_suite(void)
 	tcase_add_loop_test(tc, test_greedy_matches_hf_generate, 0, 4);
 	tcase_add_test(tc, test_missing_expert_refused);
 	tcase_add_test(tc, test_sampler);
+	tcase_add_test(tc, test_sample_greedy_edges);
+	tcase_add_test(tc, test_sampler_large_vocab);
 	tcase_add_test(tc, test_lora_hook);
 	tcase_add_loop_test(tc, test_lora_matches_peft, 0, 2);
 	tcase_add_test(tc, test_cli_logits_generate);

@@ -6,7 +6,8 @@
 #include <string.h>
 
 struct cand {
-	float v;     /* logit / temperature, then probability */
+	float l;     /* logit / temperature: the order */
+	float p;     /* probability */
 	int32_t id;
 };
 
@@ -84,76 +85,182 @@ void lynn_sampler_free(struct lynn_sampler *s)
 	free(s);
 }
 
+/* Two passes: the maximum in 8 independent lanes (no loop-carried
+ * dependency on where it is), then its first index. NaNs never win, as in
+ * a plain `>` scan, except a NaN at index 0, which nothing beats. */
 int32_t lynn_sample_greedy(const float *logits, int n)
 {
-	int32_t best = 0;
-	for (int i = 1; i < n; i++)
-		if (logits[i] > logits[best])
-			best = i;
-	return best;
+	if (n <= 0 || isnan(logits[0]))
+		return 0;
+	float m[8], best;
+	int i = 0;
+	for (int j = 0; j < 8; j++)
+		m[j] = logits[0];
+	for (; i + 8 <= n; i += 8)
+		for (int j = 0; j < 8; j++)
+			m[j] = logits[i + j] > m[j] ? logits[i + j] : m[j];
+	best = m[0];
+	for (int j = 1; j < 8; j++)
+		best = m[j] > best ? m[j] : best;
+	for (; i < n; i++)
+		best = logits[i] > best ? logits[i] : best;
+	for (i = 0; i < n; i++)
+		if (logits[i] == best)
+			return i;
+	return 0;
 }
 
-/* descending value, ascending id on ties */
+/* the candidates' order: descending logit, ascending id on ties */
+static bool before(const struct cand *x, const struct cand *y)
+{
+	return x->l > y->l || (x->l == y->l && x->id < y->id);
+}
+
 static int cmp_cand(const void *a, const void *b)
 {
 	const struct cand *x = a, *y = b;
-	if (x->v != y->v)
-		return x->v > y->v ? -1 : 1;
-	return x->id < y->id ? -1 : x->id > y->id;
+	return before(x, y) ? -1 : before(y, x);
 }
 
+static void swap_cand(struct cand *a, struct cand *b)
+{
+	struct cand t = *a;
+	*a = *b;
+	*b = t;
+}
+
+/* Partitions c[lo, hi) (hi - lo >= 2) around a median-of-three pivot:
+ * returns m with c[lo, m) before c[m], c[m + 1, hi) after it. */
+static int partition(struct cand *c, int lo, int hi)
+{
+	int mid = lo + (hi - lo) / 2, last = hi - 1;
+	if (before(&c[mid], &c[lo]))
+		swap_cand(&c[mid], &c[lo]);
+	if (before(&c[last], &c[lo]))
+		swap_cand(&c[last], &c[lo]);
+	if (before(&c[last], &c[mid]))
+		swap_cand(&c[last], &c[mid]);
+	swap_cand(&c[mid], &c[last]); /* the median to the end */
+	int m = lo;
+	for (int i = lo; i < last; i++)
+		if (before(&c[i], &c[last]))
+			swap_cand(&c[i], &c[m++]);
+	swap_cand(&c[m], &c[last]);
+	return m;
+}
+
+/* Rounds of partitioning before a range is sorted instead (a bound on the
+ * quadratic worst case of a pivot rule). */
+#define SELECT_ROUNDS 64
+
+/* c[0, k) <- the k first candidates in order (in no particular order), 0 < k < n. */
+static void select_first(struct cand *c, int n, int k)
+{
+	int lo = 0, hi = n;
+	for (int r = 0; hi - lo > 1; r++) {
+		if (r == SELECT_ROUNDS) {
+			qsort(c + lo, (size_t)(hi - lo), sizeof *c, cmp_cand);
+			return;
+		}
+		int m = partition(c, lo, hi);
+		if (m == k)
+			return;
+		if (m > k)
+			hi = m;
+		else
+			lo = m + 1;
+	}
+}
+
+/* The length of the shortest prefix (in order) of c[0, n) whose
+ * probabilities sum to >= mass (all n if none does); that prefix is moved
+ * to the front, in no particular order. */
+static int select_mass(struct cand *c, int n, double mass)
+{
+	int lo = 0, hi = n;
+	double need = mass; /* still wanted from c[lo, hi): everything before lo is in */
+	for (int r = 0; lo < hi; r++) {
+		if (r == SELECT_ROUNDS || hi - lo == 1) {
+			qsort(c + lo, (size_t)(hi - lo), sizeof *c, cmp_cand);
+			for (int i = lo; i < hi; i++) {
+				need -= c[i].p;
+				if (need <= 0.0)
+					return i + 1;
+			}
+			return hi; /* short of it by rounding only, or hi == n */
+		}
+		int m = partition(c, lo, hi);
+		double up = 0.0;
+		for (int i = lo; i < m; i++)
+			up += c[i].p;
+		if (up >= need) {
+			hi = m;
+		} else if (up + c[m].p >= need) {
+			return m + 1;
+		} else {
+			need -= up + c[m].p;
+			lo = m + 1;
+		}
+	}
+	return lo; /* as above */
+}
+
+/* Selection, not a sort of the whole vocabulary: top-k and top-p each
+ * find their candidates by partitioning (linear time), min-p is one pass,
+ * and the draw walks the survivors in the order selection left them (the
+ * same on every machine). */
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 {
 	const struct lynn_sample_params *p = &s->p;
 	if (p->temperature <= 0.0f)
 		return lynn_sample_greedy(logits, s->n);
+	struct cand *c = s->c;
 	int n = 0;
 	for (int i = 0; i < s->n; i++) {
 		if (logits[i] == -INFINITY)
 			continue;
-		s->c[n].v = logits[i] / p->temperature;
-		s->c[n].id = i;
+		c[n].l = logits[i] / p->temperature;
+		c[n].id = i;
 		n++;
 	}
-	/* sorted descending (a full sort: exact top-p whatever the vocabulary) */
-	qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand);
-	if (p->top_k > 0 && p->top_k < n)
+	if (n == 0)
+		return lynn_sample_greedy(logits, s->n);
+	if (p->top_k > 0 && p->top_k < n) {
+		select_first(c, n, p->top_k);
 		n = p->top_k;
+	}
 	/* probabilities over the kept candidates */
-	double sum = 0.0, top = s->c[0].v;
+	float top = c[0].l;
+	for (int i = 1; i < n; i++)
+		top = c[i].l > top ? c[i].l : top;
+	double sum = 0.0;
 	for (int i = 0; i < n; i++) {
-		s->c[i].v = (float)exp((double)s->c[i].v - top);
-		sum += s->c[i].v;
+		c[i].p = (float)exp((double)c[i].l - top);
+		sum += c[i].p;
 	}
-	for (int i = 0; i < n; i++)
-		s->c[i].v = (float)(s->c[i].v / sum);
-	if (p->top_p < 1.0f) { /* smallest prefix with mass >= top_p (at least one) */
-		double cum = 0.0;
-		int keep = n;
-		for (int i = 0; i < n; i++) {
-			cum += s->c[i].v;
-			if (cum >= p->top_p) {
-				keep = i + 1;
-				break;
-			}
-		}
-		n = keep;
+	float pmax = 0.0f;
+	for (int i = 0; i < n; i++) {
+		c[i].p = (float)(c[i].p / sum);
+		pmax = c[i].p > pmax ? c[i].p : pmax;
 	}
+	if (p->top_p < 1.0f) /* smallest prefix with mass >= top_p (at least one) */
+		n = select_mass(c, n, p->top_p);
 	if (p->min_p > 0.0f) { /* drop p < min_p * p_max (a ratio: no renormalising needed) */
-		float thr = p->min_p * s->c[0].v;
-		int keep = 1;
-		while (keep < n && s->c[keep].v >= thr)
-			keep++;
+		float thr = p->min_p * pmax;
+		int keep = 0;
+		for (int i = 0; i < n; i++)
+			if (c[i].p >= thr)
+				swap_cand(&c[i], &c[keep++]);
 		n = keep;
 	}
 	sum = 0.0;
 	for (int i = 0; i < n; i++)
-		sum += s->c[i].v;
+		sum += c[i].p;
 	double u = next_unit(s->st) * sum, acc = 0.0;
 	for (int i = 0; i < n; i++) {
-		acc += s->c[i].v;
+		acc += c[i].p;
 		if (u < acc)
-			return s->c[i].id;
+			return c[i].id;
 	}
-	return s->c[n - 1].id;
+	return c[n - 1].id;
 }

@@ -1,0 +1,48 @@
+#!/usr/bin/python3
+"""ncu_passes.py NCU_CSV - the decode passes of a CUDA runner trace (`ncu --csv
+--metrics gpu__time_duration.sum`, tests/bench/runner_cuda_ncu.sh) summed by
+kernel and grid: microseconds per pass, launches per pass, share. A pass
+starts at each k_embed launch; the first (the prefill) is left out. Lines
+that are not ncu's CSV (the command's own output) are skipped."""
+import csv
+import sys
+from collections import defaultdict
+
+
+def rows(path):
+    with open(path, errors="replace") as f:
+        lines = [ln for ln in f if ln.startswith('"')]
+    return list(csv.DictReader(lines))
+
+
+def main():
+    passes = []
+    for r in rows(sys.argv[1]):
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        name = r["Kernel Name"].split("(")[0].replace("void ", "")
+        if name.startswith("k_embed") or not passes:
+            passes.append([])
+        ns = float(r["Metric Value"].replace(",", ""))
+        passes[-1].append((name, r["Grid Size"], r["Block Size"], ns))
+    dec = passes[1:]
+    if not dec:
+        sys.exit("ncu_passes: no decode pass in %s" % sys.argv[1])
+    tot = defaultdict(float)
+    cnt = defaultdict(int)
+    for p in dec:
+        for name, grid, block, ns in p:
+            tot[(name, grid, block)] += ns
+            cnt[(name, grid, block)] += 1
+    n = len(dec)
+    allus = sum(tot.values()) / n / 1e3
+    print("%d decode passes: %.1f us of kernels a pass, %.1f launches a pass" %
+          (n, allus, sum(cnt.values()) / n))
+    print("%10s %8s %6s  %s" % ("us/pass", "launches", "share", "kernel grid block"))
+    for key in sorted(tot, key=lambda k: -tot[k]):
+        us = tot[key] / n / 1e3
+        print("%10.2f %8.1f %5.1f%%  %s %s %s" % (us, cnt[key] / n, 100 * us / allus, *key))
+
+
+if __name__ == "__main__":
+    main()
