@@ -370,6 +370,18 @@ START_TEST(test_sampler)
 	ck_assert_int_eq(hits[0] + hits[3] + hits[5], 0);
 	ck_assert(hits[4] > 0);
 	lynn_sampler_free(a);
+	/* NaN logits are never drawn, with or without top-k (k past the finite count) */
+	float nan_lg[4] = { NAN, 1.0f, 2.0f, NAN };
+	p.min_p = 0.0f;
+	for (int k = 0; k <= 4; k += 4) {
+		p.top_k = k;
+		a = lynn_sampler_create(&p, 4, &err);
+		for (int i = 0; i < 200; i++) {
+			int32_t id = lynn_sampler_sample(a, nan_lg);
+			ck_assert(id == 1 || id == 2);
+		}
+		lynn_sampler_free(a);
+	}
 	/* bad parameters */
 	p.min_p = 1.5f;
 	ck_assert_ptr_null(lynn_sampler_create(&p, 6, &err));

@@ -31,7 +31,8 @@ struct lynn_sampler;
 struct lynn_sampler *lynn_sampler_create(const struct lynn_sample_params *p, int n_vocab,
 					 struct lynn_err *err);
 void lynn_sampler_free(struct lynn_sampler *s);
-/* The next token for `logits` (n_vocab floats, not modified). */
+/* The next token for `logits` (n_vocab floats, not modified); -inf and NaN
+ * logits are never drawn. Linear in n_vocab: selection, no full sort. */
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits);
 /* argmax (lowest index on ties). */
 int32_t lynn_sample_greedy(const float *logits, int n);

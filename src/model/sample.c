@@ -6,6 +6,7 @@
 #include <string.h>
 
 struct cand {
+	float x;     /* the logit */
 	float l;     /* logit / temperature: the order */
 	float p;     /* probability */
 	int32_t id;
@@ -150,26 +151,46 @@ static int partition(struct cand *c, int lo, int hi)
 }
 
 /* Rounds of partitioning before a range is sorted instead (a bound on the
- * quadratic worst case of a pivot rule). */
+ * quadratic worst case of a pivot rule) */
 #define SELECT_ROUNDS 64
 
-/* c[0, k) <- the k first candidates in order (in no particular order), 0 < k < n. */
-static void select_first(struct cand *c, int n, int k)
+/* The k first candidates in order (0 < k) in one pass over the logits, into
+ * c[0, returned) in no particular order (fewer than k when fewer logits are
+ * finite): a heap of the best so far with the last of them at its root. A
+ * logit below the root's cannot get in (dividing by the temperature keeps
+ * the order, and a tie loses to the root's lower id), so most cost one
+ * comparison. */
+static int heap_first(struct cand *c, const float *logits, int n, int k, float temp)
 {
-	int lo = 0, hi = n;
-	for (int r = 0; hi - lo > 1; r++) {
-		if (r == SELECT_ROUNDS) {
-			qsort(c + lo, (size_t)(hi - lo), sizeof *c, cmp_cand);
-			return;
+	int m = 0;
+	for (int i = 0; i < n; i++) {
+		float x = logits[i];
+		if (!(x > -INFINITY) || (m == k && x < c[0].x)) /* -inf and NaN never drawn */
+			continue;
+		struct cand nc = { x, x / temp, 0.0f, i };
+		int j;
+		if (m < k) { /* sift up from the end */
+			for (j = m++; j > 0 && before(&c[(j - 1) / 2], &nc); j = (j - 1) / 2)
+				c[j] = c[(j - 1) / 2];
+			c[j] = nc;
+			continue;
 		}
-		int m = partition(c, lo, hi);
-		if (m == k)
-			return;
-		if (m > k)
-			hi = m;
-		else
-			lo = m + 1;
+		if (!before(&nc, &c[0]))
+			continue;
+		for (j = 0;;) { /* sift down from the root */
+			int ch = 2 * j + 1;
+			if (ch >= m)
+				break;
+			if (ch + 1 < m && before(&c[ch], &c[ch + 1]))
+				ch++; /* the later child */
+			if (!before(&nc, &c[ch]))
+				break;
+			c[j] = c[ch];
+			j = ch;
+		}
+		c[j] = nc;
 	}
+	return m;
 }
 
 /* The length of the shortest prefix (in order) of c[0, n) whose
@@ -205,8 +226,8 @@ static int select_mass(struct cand *c, int n, double mass)
 	return lo; /* as above */
 }
 
-/* Selection, not a sort of the whole vocabulary: top-k and top-p each
- * find their candidates by partitioning (linear time), min-p is one pass,
+/* Selection, not a sort of the whole vocabulary: top-k keeps a heap of k
+ * in one pass, top-p partitions (linear time), min-p is one pass,
  * and the draw walks the survivors in the order selection left them (the
  * same on every machine). */
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
@@ -216,20 +237,22 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 		return lynn_sample_greedy(logits, s->n);
 	struct cand *c = s->c;
 	int n = 0;
-	for (int i = 0; i < s->n; i++) {
-		if (logits[i] == -INFINITY)
-			continue;
-		c[n].l = logits[i] / p->temperature;
-		c[n].id = i;
-		n++;
+	if (p->top_k > 0) {
+		n = heap_first(c, logits, s->n, p->top_k, p->temperature);
+	} else {
+		for (int i = 0; i < s->n; i++) {
+			if (!(logits[i] > -INFINITY))
+				continue;
+			c[n].x = logits[i];
+			c[n].l = logits[i] / p->temperature;
+			c[n].id = i;
+			n++;
+		}
 	}
 	if (n == 0)
 		return lynn_sample_greedy(logits, s->n);
-	if (p->top_k > 0 && p->top_k < n) {
-		select_first(c, n, p->top_k);
-		n = p->top_k;
-	}
-	/* probabilities over the kept candidates */
+	/* unnormalised probabilities exp(l - max), the best exactly 1; the
+	 * cuts below compare against their sum instead of dividing by it */
 	float top = c[0].l;
 	for (int i = 1; i < n; i++)
 		top = c[i].l > top ? c[i].l : top;
@@ -238,18 +261,26 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 		c[i].p = (float)exp((double)c[i].l - top);
 		sum += c[i].p;
 	}
-	float pmax = 0.0f;
-	for (int i = 0; i < n; i++) {
-		c[i].p = (float)(c[i].p / sum);
-		pmax = c[i].p > pmax ? c[i].p : pmax;
+	if (p->top_p < 1.0f) { /* smallest prefix with mass >= top_p (at least one) */
+		double need = p->top_p * sum;
+		/* Candidates under thr hold at most half the mass top-p leaves out
+		 * and come after every other in order, so when the rest reaches
+		 * `need` (it does unless rounding says otherwise) the prefix lies
+		 * among the rest: only those are partitioned. */
+		float thr = (float)((sum - need) / (2.0 * n));
+		int keep = 0;
+		double kept = 0.0;
+		for (int i = 0; i < n; i++)
+			if (c[i].p >= thr) {
+				kept += c[i].p;
+				swap_cand(&c[i], &c[keep++]);
+			}
+		n = select_mass(c, kept >= need ? keep : n, need);
 	}
-	if (p->top_p < 1.0f) /* smallest prefix with mass >= top_p (at least one) */
-		n = select_mass(c, n, p->top_p);
-	if (p->min_p > 0.0f) { /* drop p < min_p * p_max (a ratio: no renormalising needed) */
-		float thr = p->min_p * pmax;
+	if (p->min_p > 0.0f) { /* drop p < min_p * p_max (p_max is 1 here) */
 		int keep = 0;
 		for (int i = 0; i < n; i++)
-			if (c[i].p >= thr)
+			if (c[i].p >= p->min_p)
 				swap_cand(&c[i], &c[keep++]);
 		n = keep;
 	}

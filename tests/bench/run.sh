@@ -16,4 +16,5 @@ sh tests/bench/bench_pack.sh
 sh tests/bench/merge.sh
 cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude $(pkg-config --cflags libcjson) tests/bench/bench_score.c build/liblynn.a $(pkg-config --libs libcjson libpcre2-8 libutf8proc) -lm -o build/bench_score && build/bench_score && { /usr/bin/python3 tests/bench/bench_score_peers.py || echo "score peers: sacreBLEU / rouge-score sources not found (SACREBLEU_SRC, ROUGE_SRC)"; }
 sh tests/bench/bench_tok.sh
+cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude tests/bench/bench_sample.c build/liblynn.a -lm -o build/bench_sample && build/bench_sample build/bench_sample.f32 && /usr/bin/python3 tests/bench/bench_sample_peer.py build/bench_sample.f32
 sh tests/bench/bench_qv.sh

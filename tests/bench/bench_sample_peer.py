@@ -1,0 +1,54 @@
+#!/usr/bin/python3
+"""bench_sample_peer.py LOGITS_F32 - the peer of bench_sample.c: numpy on the same
+248,320 logits, the way a Python serving script picks tokens: np.argmax for
+greedy; for sampling, np.argpartition for top-k, a descending sort of the
+kept logits, softmax, cumsum for top-p, one draw (transformers' TopK/TopP
+warpers do the same with torch.topk and a full sort). Best of 5, microseconds
+a pick, single thread."""
+import os
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np
+
+
+def pick(lg, t, top_k, top_p, rng):
+    v = lg / t
+    if top_k == 0 and top_p >= 1.0:  # plain temperature: no order needed
+        p = np.exp(v - v.max())
+        return int(np.searchsorted(np.cumsum(p), rng.random() * p.sum()))
+    idx = np.argpartition(-v, top_k)[:top_k] if 0 < top_k < v.size else np.arange(v.size)
+    idx = idx[np.argsort(-v[idx], kind="stable")]
+    p = np.exp(v[idx] - v[idx[0]])
+    p /= p.sum()
+    if top_p < 1.0:
+        keep = int(np.searchsorted(np.cumsum(p), top_p)) + 1
+        idx, p = idx[:keep], p[:keep] / p[:keep].sum()
+    return idx[np.searchsorted(np.cumsum(p), rng.random() * p.sum())] if p.size > 1 else idx[0]
+
+
+def best(f, reps):
+    b = 1e30
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            f()
+        b = min(b, (time.perf_counter() - t0) / reps * 1e6)
+    return b
+
+
+def main():
+    lg = np.fromfile(sys.argv[1], dtype=np.float32)
+    rng = np.random.default_rng(1)
+    print("numpy %s, vocab %d, 1 thread: greedy (np.argmax) %.1f us a pick" %
+          (np.__version__, lg.size, best(lambda: int(np.argmax(lg)), 200)))
+    for name, t, k, p in (("temperature 0.7, top-k 20, top-p 0.8", 0.7, 20, 0.8),
+                          ("temperature 0.7, top-p 0.95", 0.7, 0, 0.95),
+                          ("temperature 1", 1.0, 0, 1.0)):
+        print("numpy, vocab %d, 1 thread: %s: %.1f us a pick" %
+              (lg.size, name, best(lambda: pick(lg, t, k, p, rng), 20)))
+
+
+if __name__ == "__main__":
+    main()
