@@ -65,6 +65,7 @@ struct dlayer {
 	float *in_norm, *post_norm, *q_norm, *k_norm, *conv_w, *neg_a, *dt_bias, *gnorm;
 	struct dlin q, k, v, o, qkv, z, b, a, out, router, sg, su, sd, sgate;
 	struct dbank eg, eu, ed;
+	struct dbank egu;          /* NVFP4 gate and up as one [E, 2I, H] bank (up_gate_up), eg/eu then unset */
 	bool elora;                /* adapters on some routed experts (note_expert_lora) */
 };
 
@@ -102,6 +103,7 @@ struct lynn_cuda_model {
 	} graphs[MAX_GRAPHS];      /* record() captured, most recent last */
 	int n_graphs;
 	bool graphs_off;           /* LYNN_CUDA_NO_GRAPHS set at open */
+	bool fused_mlp_off;        /* LYNN_CUDA_NO_FUSED_MLP set at open: gate and up as two banks */
 	bool elora_any, elora_known; /* dlayer.elora as of adapters generation elora_gen */
 	unsigned elora_gen;
 };
@@ -234,6 +236,54 @@ static int up_bank(struct lynn_cuda_model *c, struct dbank *b, const struct lin 
 	return rc;
 }
 
+/* The experts' gate and up projections: as one bank of [gate; up] per
+ * expert when both are NVFP4 with one tensor multiplier per expert and H, I
+ * multiples of 128 (what lynn_cuda_nvfp4_moe_mlp runs: gate/up, SwiGLU and
+ * down in two launches; quantize --nvfp4 shares the global scale of fused
+ * groups, so its checkpoints qualify), else as two banks (and with
+ * LYNN_CUDA_NO_FUSED_MLP set). */
+static int up_gate_up(struct lynn_cuda_model *c, struct dlayer *D, const struct lin *g, const struct lin *u,
+		      int E, struct lynn_err *err)
+{
+	bool fuse = D->ed.nv && g[0].n_in % 128 == 0 && g[0].n_out % 128 == 0 && !c->fused_mlp_off;
+	for (int e = 0; e < E && fuse; e++)
+		fuse = g[e].is_nv && u[e].is_nv && g[e].n_out == g[0].n_out && u[e].n_out == g[0].n_out &&
+		       g[e].n_in == g[0].n_in && u[e].n_in == g[0].n_in && g[e].nv.alpha == u[e].nv.alpha;
+	if (!fuse) {
+		int rc = up_bank(c, &D->eg, g, E, err);
+		return rc ? rc : up_bank(c, &D->eu, u, E, err);
+	}
+	struct dbank *b = &D->egu;
+	memset(b, 0, sizeof *b);
+	b->nv = true;
+	b->n = 2 * g[0].n_out;
+	b->k = g[0].n_in;
+	size_t hp = (size_t)g[0].n_out * b->k / 2, hs = (size_t)g[0].n_out * b->k / 16; /* one half */
+	uint8_t *p = (uint8_t *)dev_alloc(c, NULL, 2 * hp * E, err);
+	uint8_t *sc = p ? (uint8_t *)dev_alloc(c, NULL, 2 * hs * E, err) : NULL;
+	float *a = sc ? (float *)dev_alloc(c, NULL, sizeof(float) * E, err) : NULL;
+	float *alpha = a ? (float *)malloc(sizeof(float) * E) : NULL;
+	if (!alpha)
+		return a ? lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory") : ERRC(err);
+	int rc = 0;
+	for (int e = 0; e < E && !rc; e++) {
+		alpha[e] = g[e].nv.alpha;
+		const struct lin *half[2] = { &g[e], &u[e] };
+		for (int h = 0; h < 2 && !rc; h++)
+			if (cudaMemcpy(p + hp * (2 * e + h), half[h]->nv.packed, hp, cudaMemcpyHostToDevice) !=
+				    cudaSuccess ||
+			    cudaMemcpy(sc + hs * (2 * e + h), half[h]->nv.scales, hs, cudaMemcpyHostToDevice) !=
+				    cudaSuccess)
+				rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts of '%s' failed",
+					       half[h]->name);
+	}
+	if (!rc && cudaMemcpy(a, alpha, sizeof(float) * E, cudaMemcpyHostToDevice) != cudaSuccess)
+		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts' scales failed");
+	free(alpha);
+	b->q = (struct lynn_cuda_nvfp4_weight){ p, sc, a, b->n, b->k, E };
+	return rc;
+}
+
 extern "C" bool lynn_cuda_usable(void)
 {
 	int n = 0;
@@ -273,6 +323,7 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 		return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
 	m->cuda = c;
 	c->graphs_off = getenv("LYNN_CUDA_NO_GRAPHS") != NULL;
+	c->fused_mlp_off = getenv("LYNN_CUDA_NO_FUSED_MLP") != NULL;
 	int rc = 0, nl = m->cfg.n_layers;
 	LYNN_CUDA_TRY(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
 	c->L = (struct dlayer *)calloc((size_t)nl, sizeof *c->L);
@@ -315,8 +366,8 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 		if ((rc = up_lin(c, &D->router, &L->router, err)) || (rc = up_lin(c, &D->sg, &L->sg, err)) ||
 		    (rc = up_lin(c, &D->su, &L->su, err)) || (rc = up_lin(c, &D->sd, &L->sd, err)) ||
 		    (rc = up_lin(c, &D->sgate, &L->sgate, err)) ||
-		    (rc = up_bank(c, &D->eg, L->eg, m->E, err)) || (rc = up_bank(c, &D->eu, L->eu, m->E, err)) ||
-		    (rc = up_bank(c, &D->ed, L->ed, m->E, err)))
+		    (rc = up_bank(c, &D->ed, L->ed, m->E, err)) ||
+		    (rc = up_gate_up(c, D, L->eg, L->eu, m->E, err)))
 			return rc;
 	}
 	LYNN_CUDA_TRY(cudaDeviceSynchronize());
@@ -962,12 +1013,15 @@ __global__ void k_gather_bf16(const __nv_bfloat16 *x, int k, int64_t H, __nv_bfl
 		xg[(int64_t)g * H + d] = x[(int64_t)(g / k) * H + d];
 }
 
-/* act = silu(gate) * up, f32 and bf16. */
-__global__ void k_swiglu(const float *G, const float *U, int64_t n, float *A, __nv_bfloat16 *Ab)
+/* act = silu(gate) * up over n values in rows of `cols` (f32 and bf16,
+ * contiguous); gate and up rows lie ld apart. */
+__global__ void k_swiglu(const float *G, const float *U, int64_t ld, int64_t cols, int64_t n, float *A,
+			 __nv_bfloat16 *Ab)
 {
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x) {
-		float a = silu_d(G[i]) * U[i];
+		int64_t at = i / cols * ld + i % cols;
+		float a = silu_d(G[at]) * U[at];
 		A[i] = a;
 		Ab[i] = __float2bfloat16(a);
 	}
@@ -1041,7 +1095,7 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->R = (float *)lynn_carve(a, n * m->E * f);
 	s->selp = (float *)lynn_carve(a, nk * f);
 	s->selw = (float *)lynn_carve(a, nk * f);
-	s->Gg = (float *)lynn_carve(a, nk * m->I * f);
+	s->Gg = (float *)lynn_carve(a, nk * 2 * m->I * f); /* [slot][gate; up] for a fused bank */
 	s->Ug = (float *)lynn_carve(a, nk * m->I * f);
 	s->act = (float *)lynn_carve(a, nk * m->I * f);
 	s->Yg = (float *)lynn_carve(a, nk * m->H * f);
@@ -1323,16 +1377,28 @@ static int moe(struct pass *p, int li, int64_t n)
 	 * slot of a one-row pass */
 	const __nv_bfloat16 *xg = n == 1 ? s->xnb : s->Xg;
 	int64_t xg_stride = n == 1 ? 0 : m->H;
-	if ((D->eg.nv || D->eu.nv) && n > 1)
+	bool fused = D->egu.nv;
+	if ((fused || D->eg.nv || D->eu.nv) && n > 1)
 		k_gather_bf16<<<(unsigned)G, 256, 0, p->st>>>(s->xnb, k, m->H, s->Xg);
 	int64_t na = (int64_t)G * m->I;
-	if (!(rc = bank_run(p, &D->eg, G, k, s->xn, xg, xg_stride, s->Gg)) &&
-	    !(rc = bank_run(p, &D->eu, G, k, s->xn, xg, xg_stride, s->Ug)) &&
-	    !(rc = elora ? slot_lora(p, L->eg, se, G, k, s->xn, m->H, s->Gg, m->I) : 0) &&
-	    !(rc = elora ? slot_lora(p, L->eu, se, G, k, s->xn, m->H, s->Ug, m->I) : 0)) {
-		k_swiglu<<<grid_for(na, 256), 256, 0, p->st>>>(s->Gg, s->Ug, na, s->act, s->actb);
-		if (!(rc = bank_run(p, &D->ed, G, 1, s->act, s->actb, m->I, s->Yg)) && elora)
-			rc = slot_lora(p, L->ed, se, G, 1, s->act, m->I, s->Yg, m->H);
+	if (fused && !elora) {
+		rc = lynn_cuda_nvfp4_moe_mlp(&D->egu.q, &D->ed.q, s->sele, G, xg, xg_stride, 1, s->actb, s->Yg,
+					     LYNN_CUDA_OUT_F32, p->st, p->err);
+	} else {
+		/* gate and up: a slot's [gate; up] row from a fused bank, else two arrays */
+		float *gate = s->Gg, *up = fused ? s->Gg + m->I : s->Ug;
+		int64_t ld = fused ? 2 * m->I : m->I;
+		if (fused)
+			rc = bank_run(p, &D->egu, G, k, s->xn, xg, xg_stride, s->Gg);
+		else if (!(rc = bank_run(p, &D->eg, G, k, s->xn, xg, xg_stride, gate)))
+			rc = bank_run(p, &D->eu, G, k, s->xn, xg, xg_stride, up);
+		if (!rc && elora && !(rc = slot_lora(p, L->eg, se, G, k, s->xn, m->H, gate, ld)))
+			rc = slot_lora(p, L->eu, se, G, k, s->xn, m->H, up, ld);
+		if (!rc) {
+			k_swiglu<<<grid_for(na, 256), 256, 0, p->st>>>(gate, up, ld, m->I, na, s->act, s->actb);
+			if (!(rc = bank_run(p, &D->ed, G, 1, s->act, s->actb, m->I, s->Yg)) && elora)
+				rc = slot_lora(p, L->ed, se, G, 1, s->act, m->I, s->Yg, m->H);
+		}
 	}
 	free(se);
 	free(sp);
@@ -1343,7 +1409,7 @@ static int moe(struct pass *p, int li, int64_t n)
 	    (rc = lin_run(p, &D->sgate, s->xn, s->xnb, (int)n, s->SG)))
 		return rc;
 	int64_t ns = n * m->Is;
-	k_swiglu<<<grid_for(ns, 256), 256, 0, p->st>>>(s->HSg, s->HSu, ns, s->HSa, s->HSab);
+	k_swiglu<<<grid_for(ns, 256), 256, 0, p->st>>>(s->HSg, s->HSu, m->Is, m->Is, ns, s->HSa, s->HSab);
 	if ((rc = lin_run(p, &D->sd, s->HSa, s->HSab, (int)n, s->YS)))
 		return rc;
 	k_moe_sum<<<dim3((unsigned)n, (unsigned)((m->H + 255) / 256)), 256, 0, p->st>>>(
