@@ -917,8 +917,9 @@ START_TEST(test_cuda_kernels)
 }
 END_TEST
 
+#ifdef LYNN_CUDA
 /* per-position cosine between two (T, V) logit tables (mean, min), the
- * largest difference and the largest |b| */
+ * largest difference and the largest |b| (the CUDA runner's tests) */
 struct cos_stats {
 	double mean, min, dmax, amax;
 };
@@ -941,6 +942,7 @@ static struct cos_stats cosines(const float *a, const float *b, int64_t T, int64
 	}
 	return st;
 }
+#endif
 
 /* The CUDA runner on an NVFP4 checkpoint written by lynn quantize, against
  * the CPU runner on the same files. The CUDA path is W4A16: each NVFP4

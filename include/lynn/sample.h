@@ -32,7 +32,7 @@ struct lynn_sampler *lynn_sampler_create(const struct lynn_sample_params *p, int
 					 struct lynn_err *err);
 void lynn_sampler_free(struct lynn_sampler *s);
 /* The next token for `logits` (n_vocab floats, not modified); -inf and NaN
- * logits are never drawn. Linear in n_vocab: selection, no full sort. */
+ * logits are never drawn. Selection, not a sort of the whole vocabulary. */
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits);
 /* argmax (lowest index on ties). */
 int32_t lynn_sample_greedy(const float *logits, int n);

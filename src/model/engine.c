@@ -2,6 +2,7 @@
  * generate call (include/lynn/engine.h). */
 #include "lynn/engine.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "lynn/util.h"
 #include "lynn/lora.h"
 #include "lynn/progress.h"
+#include "model_int.h"
 
 const char *const lynn_probe_prompts[LYNN_N_PROBE_PROMPTS] = {
 	"Explain in two sentences why the sky is blue.",
@@ -203,12 +205,13 @@ static bool is_eog(const struct lynn_engine *e, int32_t id)
 	return e->tok && lynn_tok_is_eog(e->tok, id);
 }
 
+/* branch-free, so the scan vectorises: one pass over the vocabulary a token */
 static bool all_finite(const float *v, int n)
 {
+	int bad = 0;
 	for (int i = 0; i < n; i++)
-		if (!isfinite(v[i]))
-			return false;
-	return true;
+		bad |= !(fabsf(v[i]) <= FLT_MAX);
+	return !bad;
 }
 
 static int push_id(struct lynn_tok_ids *v, int32_t id)
@@ -383,19 +386,38 @@ static void logprob_of(const float *logits, int n, int32_t id, int k, struct lyn
 		out->top_logprobs[j] = (float)((double)logits[out->top_ids[j]] - lse);
 }
 
-/* The token sampled from this pass's logits. */
-static int gen_take(struct lynn_gen *g, const float *logits, int n_vocab, double now,
-		    struct lynn_err *err)
-{
+/* One wanted row of a pass: its gen, its logits, and what the pick found. */
+struct pick {
+	struct lynn_gen *g;
+	const float *logits;
+	int n_vocab;
 	int32_t id;
+	bool finite;
+};
+
+/* Picks run in parallel over a step's rows: each gen has its own sampler
+ * (its RNG and candidate buffer), and a pick touches nothing else. */
+static void pick_row(void *ud, int64_t i, int tid)
+{
+	struct pick *p = (struct pick *)ud + i;
+	(void)tid;
+	p->finite = all_finite(p->logits, p->n_vocab);
+	p->id = lynn_sampler_sample(p->g->smp, p->logits);
+}
+
+/* The token picked from this pass's logits (pick_row) taken by its gen. */
+static int gen_take(struct lynn_gen *g, const struct pick *pk, double now, struct lynn_err *err)
+{
+	const float *logits = pk->logits;
+	const int n_vocab = pk->n_vocab;
+	int32_t id = pk->id;
 	int rc;
 	if (!g->r.ids.n) {
 		g->t_first = now;
 		g->r.t_prefill_s = now - g->t_start;
 	}
-	if (!all_finite(logits, n_vocab))
+	if (!pk->finite)
 		g->r.nonfinite = true;
-	id = lynn_sampler_sample(g->smp, logits);
 	if (g->opts.logprobs) {
 		struct lynn_gen_logprob *lp = realloc(g->r.logprobs, (g->r.ids.n + 1) * sizeof *lp);
 		if (!lp)
@@ -436,6 +458,7 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	int32_t *ids = NULL;
 	bool *want = NULL;
 	float *logits = NULL;
+	struct pick *picks = NULL;
 	int rc = 0;
 
 	if (!take)
@@ -485,10 +508,14 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	}
 	if ((rc = lynn_model_forward(e->model, rows, seqs, ids, want, logits, err)))
 		goto out;
-	/* sample, in row order (the order of the wanted logits) */
-	const double now = lynn_now();
+	/* the wanted rows' gens, in row order (the order of the wanted logits) */
+	picks = malloc((size_t)(n_want ? n_want : 1) * sizeof *picks);
+	if (!picks) {
+		rc = lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
+		goto out;
+	}
 	int64_t w = 0;
-	for (size_t i = 0; i < n && !rc; i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct lynn_gen *x = g[i];
 		if (x->r.finish)
 			continue;
@@ -497,9 +524,17 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			if (x->n_fed < x->n_prompt)
 				continue;
 		}
-		rc = gen_take(x, logits + (size_t)w++ * (size_t)n_vocab, n_vocab, now, err);
+		picks[w] = (struct pick){ x, logits + (size_t)w * (size_t)n_vocab, n_vocab, 0, true };
+		w++;
 	}
+	/* the picks on the model's threads (the pass is over), then each gen
+	 * takes its token in row order */
+	lynn_pool_run(e->model->pool, w, pick_row, picks);
+	const double now = lynn_now();
+	for (int64_t j = 0; j < w && !rc; j++)
+		rc = gen_take(picks[j].g, &picks[j], now, err);
 out:
+	free(picks);
 	free(take);
 	free(seqs);
 	free(ids);

@@ -150,10 +150,6 @@ static int partition(struct cand *c, int lo, int hi)
 	return m;
 }
 
-/* Rounds of partitioning before a range is sorted instead (a bound on the
- * quadratic worst case of a pivot rule) */
-#define SELECT_ROUNDS 64
-
 /* The k first candidates in order (0 < k) in one pass over the logits, into
  * c[0, returned) in no particular order (fewer than k when fewer logits are
  * finite): a heap of the best so far with the last of them at its root. A
@@ -192,6 +188,10 @@ static int heap_first(struct cand *c, const float *logits, int n, int k, float t
 	}
 	return m;
 }
+
+/* Rounds of partitioning before a range is sorted instead (a bound on the
+ * quadratic worst case of a pivot rule) */
+#define SELECT_ROUNDS 64
 
 /* The length of the shortest prefix (in order) of c[0, n) whose
  * probabilities sum to >= mass (all n if none does); that prefix is moved
