@@ -186,36 +186,44 @@ static int up_lin(struct lynn_cuda_model *c, struct dlin *d, const struct lin *l
 	return d->q.d_alpha ? 0 : ERRC(err);
 }
 
-/* Copy expert e's linear ls[e] into a bank allocated for all E. */
-static int up_bank(struct lynn_cuda_model *c, struct dbank *b, const struct lin *ls, int E,
-		   struct lynn_err *err)
+/* One bank for all E experts: expert e's rows are its parts' rows stacked,
+ * parts[0][e] then parts[1][e] ... (np 1: one projection; np 2: [gate; up]
+ * as one NVFP4 bank, which takes part 0's tensor multiplier: the caller has
+ * checked that the parts share it). */
+static int up_bank(struct lynn_cuda_model *c, struct dbank *b, const struct lin *const *parts, int np,
+		   int E, struct lynn_err *err)
 {
-	const struct lin *l0 = &ls[0];
+	const struct lin *l0 = &parts[0][0];
 	memset(b, 0, sizeof *b);
-	b->n = l0->n_out;
+	b->n = np * l0->n_out;
 	b->k = l0->n_in;
 	b->nv = l0->is_nv;
 	b->dt = l0->dt;
-	for (int e = 0; e < E; e++)
-		if (ls[e].is_gg || ls[e].is_nv != b->nv || (!b->nv && ls[e].dt != b->dt))
-			return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: '%s': experts of mixed or GGUF "
-					 "formats run on the CPU only (--device cpu)", ls[e].name);
+	for (int h = 0; h < np; h++)
+		for (int e = 0; e < E; e++) {
+			const struct lin *l = &parts[h][e];
+			if (l->is_gg || l->is_nv != b->nv || (!b->nv && l->dt != b->dt))
+				return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: '%s': experts of mixed or GGUF "
+						 "formats run on the CPU only (--device cpu)", l->name);
+		}
 	if (!b->nv) {
-		size_t eb = dense_bytes(b->dt, b->n, b->k);
-		char *d = (char *)dev_alloc(c, NULL, eb * E, err);
+		size_t pb = dense_bytes(b->dt, l0->n_out, b->k); /* one part */
+		char *d = (char *)dev_alloc(c, NULL, pb * np * E, err);
 		if (!d)
 			return ERRC(err);
 		for (int e = 0; e < E; e++)
-			LYNN_CUDA_TRY(cudaMemcpy(d + eb * e, ls[e].w, eb, cudaMemcpyHostToDevice));
+			for (int h = 0; h < np; h++)
+				LYNN_CUDA_TRY(cudaMemcpy(d + pb * (np * e + h), parts[h][e].w, pb,
+							 cudaMemcpyHostToDevice));
 		b->w = d;
 		return 0;
 	}
 	if (b->k % 32)
 		return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: '%s': NVFP4 with %lld columns (the kernels "
 				 "need a multiple of 32)", l0->name, (long long)b->k);
-	size_t pb = (size_t)b->n * b->k / 2, sb = (size_t)b->n * b->k / 16;
-	uint8_t *p = (uint8_t *)dev_alloc(c, NULL, pb * E, err);
-	uint8_t *s = p ? (uint8_t *)dev_alloc(c, NULL, sb * E, err) : NULL;
+	size_t pb = (size_t)l0->n_out * b->k / 2, sb = (size_t)l0->n_out * b->k / 16; /* one part */
+	uint8_t *p = (uint8_t *)dev_alloc(c, NULL, pb * np * E, err);
+	uint8_t *s = p ? (uint8_t *)dev_alloc(c, NULL, sb * np * E, err) : NULL;
 	float *a = s ? (float *)dev_alloc(c, NULL, sizeof(float) * E, err) : NULL;
 	if (!a)
 		return ERRC(err);
@@ -224,10 +232,14 @@ static int up_bank(struct lynn_cuda_model *c, struct dbank *b, const struct lin 
 		return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
 	int rc = 0;
 	for (int e = 0; e < E && !rc; e++) {
-		alpha[e] = ls[e].nv.alpha;
-		if (cudaMemcpy(p + pb * e, ls[e].nv.packed, pb, cudaMemcpyHostToDevice) != cudaSuccess ||
-		    cudaMemcpy(s + sb * e, ls[e].nv.scales, sb, cudaMemcpyHostToDevice) != cudaSuccess)
-			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts of '%s' failed", ls[e].name);
+		alpha[e] = parts[0][e].nv.alpha;
+		for (int h = 0; h < np && !rc; h++) {
+			const struct lin *l = &parts[h][e];
+			size_t at = (size_t)(np * e + h);
+			if (cudaMemcpy(p + pb * at, l->nv.packed, pb, cudaMemcpyHostToDevice) != cudaSuccess ||
+			    cudaMemcpy(s + sb * at, l->nv.scales, sb, cudaMemcpyHostToDevice) != cudaSuccess)
+				rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts of '%s' failed", l->name);
+		}
 	}
 	if (!rc && cudaMemcpy(a, alpha, sizeof(float) * E, cudaMemcpyHostToDevice) != cudaSuccess)
 		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts' scales failed");
@@ -249,39 +261,11 @@ static int up_gate_up(struct lynn_cuda_model *c, struct dlayer *D, const struct 
 	for (int e = 0; e < E && fuse; e++)
 		fuse = g[e].is_nv && u[e].is_nv && g[e].n_out == g[0].n_out && u[e].n_out == g[0].n_out &&
 		       g[e].n_in == g[0].n_in && u[e].n_in == g[0].n_in && g[e].nv.alpha == u[e].nv.alpha;
-	if (!fuse) {
-		int rc = up_bank(c, &D->eg, g, E, err);
-		return rc ? rc : up_bank(c, &D->eu, u, E, err);
-	}
-	struct dbank *b = &D->egu;
-	memset(b, 0, sizeof *b);
-	b->nv = true;
-	b->n = 2 * g[0].n_out;
-	b->k = g[0].n_in;
-	size_t hp = (size_t)g[0].n_out * b->k / 2, hs = (size_t)g[0].n_out * b->k / 16; /* one half */
-	uint8_t *p = (uint8_t *)dev_alloc(c, NULL, 2 * hp * E, err);
-	uint8_t *sc = p ? (uint8_t *)dev_alloc(c, NULL, 2 * hs * E, err) : NULL;
-	float *a = sc ? (float *)dev_alloc(c, NULL, sizeof(float) * E, err) : NULL;
-	float *alpha = a ? (float *)malloc(sizeof(float) * E) : NULL;
-	if (!alpha)
-		return a ? lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory") : ERRC(err);
-	int rc = 0;
-	for (int e = 0; e < E && !rc; e++) {
-		alpha[e] = g[e].nv.alpha;
-		const struct lin *half[2] = { &g[e], &u[e] };
-		for (int h = 0; h < 2 && !rc; h++)
-			if (cudaMemcpy(p + hp * (2 * e + h), half[h]->nv.packed, hp, cudaMemcpyHostToDevice) !=
-				    cudaSuccess ||
-			    cudaMemcpy(sc + hs * (2 * e + h), half[h]->nv.scales, hs, cudaMemcpyHostToDevice) !=
-				    cudaSuccess)
-				rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts of '%s' failed",
-					       half[h]->name);
-	}
-	if (!rc && cudaMemcpy(a, alpha, sizeof(float) * E, cudaMemcpyHostToDevice) != cudaSuccess)
-		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts' scales failed");
-	free(alpha);
-	b->q = (struct lynn_cuda_nvfp4_weight){ p, sc, a, b->n, b->k, E };
-	return rc;
+	const struct lin *parts[2] = { g, u };
+	if (fuse)
+		return up_bank(c, &D->egu, parts, 2, E, err);
+	int rc = up_bank(c, &D->eg, parts, 1, E, err);
+	return rc ? rc : up_bank(c, &D->eu, parts + 1, 1, E, err);
 }
 
 extern "C" bool lynn_cuda_usable(void)
@@ -366,7 +350,7 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 		if ((rc = up_lin(c, &D->router, &L->router, err)) || (rc = up_lin(c, &D->sg, &L->sg, err)) ||
 		    (rc = up_lin(c, &D->su, &L->su, err)) || (rc = up_lin(c, &D->sd, &L->sd, err)) ||
 		    (rc = up_lin(c, &D->sgate, &L->sgate, err)) ||
-		    (rc = up_bank(c, &D->ed, L->ed, m->E, err)) ||
+		    (rc = up_bank(c, &D->ed, &L->ed, 1, m->E, err)) ||
 		    (rc = up_gate_up(c, D, L->eg, L->eu, m->E, err)))
 			return rc;
 	}
@@ -1189,6 +1173,18 @@ static int gemv(struct pass *p, enum lynn_dtype dt, const void *w, int64_t w_est
 	return launch_check(p, "dense product");
 }
 
+/* y (M rows, ld ldy) += scale * B (A x) for the adapter on l (x: M rows of
+ * l->n_in, ld ldx, f32), through the pass's rank-sized scratch. */
+static int lora_add(struct pass *p, const struct lin *l, const float *x, int64_t ldx, int M, float *y,
+		    int64_t ldy)
+{
+	const struct lynn_lora_ref *r = &l->lora;
+	int rc = gemv(p, r->dt, l->d_lora_a, 0, NULL, 1, 1, x, ldx, 0, M, r->rank, l->n_in, p->s.lora, r->rank, 0,
+		      r->scale, false);
+	return rc ? rc : gemv(p, r->dt, l->d_lora_b, 0, NULL, 1, 1, p->s.lora, r->rank, 0, M, l->n_out, r->rank,
+			      y, ldy, 0, 1.0f, true);
+}
+
 /* y (M x n, ld n) = W x, x f32 (ld k) and its bf16 copy xb (NVFP4 only);
  * then scale * B (A x) added when the linear has an enabled adapter. */
 static int lin_run(struct pass *p, const struct dlin *l, const float *x, const __nv_bfloat16 *xb, int M,
@@ -1204,15 +1200,9 @@ static int lin_run(struct pass *p, const struct dlin *l, const float *x, const _
 			      false))) {
 		return rc;
 	}
-	const struct lin *h = l->host;
-	if (!p->m->lora_on || !h->has_lora)
+	if (!p->m->lora_on || !l->host->has_lora)
 		return 0;
-	const struct lynn_lora_ref *r = &h->lora;
-	if ((rc = gemv(p, r->dt, h->d_lora_a, 0, NULL, 1, 1, x, l->k, 0, M, r->rank, l->k, p->s.lora, r->rank, 0,
-		       r->scale, false)))
-		return rc;
-	return gemv(p, r->dt, h->d_lora_b, 0, NULL, 1, 1, p->s.lora, r->rank, 0, M, l->n, r->rank, y, l->n, 0, 1.0f,
-		    true);
+	return lora_add(p, l->host, x, l->k, M, y, l->n);
 }
 
 /* Expert products over the n*k slots: Y[g] = W_{sele[g]} X_{g / x_div}.
@@ -1238,12 +1228,7 @@ static int slot_lora(struct pass *p, const struct lin *ls, const int *sele, int 
 		const struct lin *l = &ls[sele[g]];
 		if (!l->has_lora)
 			continue;
-		const struct lynn_lora_ref *r = &l->lora;
-		const float *xg = x + (int64_t)(g / x_div) * ldx;
-		if ((rc = gemv(p, r->dt, l->d_lora_a, 0, NULL, 1, 1, xg, ldx, 0, 1, r->rank, l->n_in, p->s.lora,
-			       r->rank, 0, r->scale, false)) ||
-		    (rc = gemv(p, r->dt, l->d_lora_b, 0, NULL, 1, 1, p->s.lora, r->rank, 0, 1, l->n_out, r->rank,
-			       y + (int64_t)g * ldy, ldy, 0, 1.0f, true)))
+		if ((rc = lora_add(p, l, x + (int64_t)(g / x_div) * ldx, ldx, 1, y + (int64_t)g * ldy, ldy)))
 			return rc;
 	}
 	return 0;

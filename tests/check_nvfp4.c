@@ -688,6 +688,31 @@ static float *run_logits(const char *path, const struct lynn_tensor *ids)
 	return run_logits_on(path, ids, LYNN_DEVICE_CPU);
 }
 
+/* per-position cosine between two (T, V) logit tables (mean, min), the
+ * largest difference and the largest |b| */
+struct cos_stats {
+	double mean, min, dmax, amax;
+};
+
+static struct cos_stats cosines(const float *a, const float *b, int64_t T, int64_t V)
+{
+	struct cos_stats st = { 0, 1, 0, 0 };
+	for (int64_t t = 0; t < T; t++) {
+		double dot = 0, na = 0, nb = 0;
+		for (int64_t v = 0; v < V; v++) {
+			double x = a[t * V + v], y = b[t * V + v];
+			dot += x * y;
+			na += x * x;
+			nb += y * y;
+			st.dmax = fmax(st.dmax, fabs(x - y));
+			st.amax = fmax(st.amax, fabs(y));
+		}
+		st.min = fmin(st.min, dot / sqrt(na * nb));
+		st.mean += dot / sqrt(na * nb) / (double)T;
+	}
+	return st;
+}
+
 START_TEST(test_runner_nvfp4)
 {
 	/* _i: 0 CT (fused-expert fixture), 1 ModelOpt (sharded text-only f32) */
@@ -702,25 +727,12 @@ START_TEST(test_runner_nvfp4)
 	const struct lynn_tensor *ids = lynn_st_find(refs, "ids.chat"), *hf = lynn_st_find(refs, "logits.chat");
 	float *a = run_logits(q, ids), *b = run_logits(dq, ids);
 	int64_t T = ids->n_elems, V = hf->shape[1];
-	double cmin = 1, csum = 0, dmax = 0;
-	for (int64_t t = 0; t < T; t++) {
-		double dot = 0, na = 0, nb = 0;
-		for (int64_t v = 0; v < V; v++) {
-			double x = a[t * V + v], y = ((const float *)hf->data)[t * V + v];
-			dot += x * y;
-			na += x * x;
-			nb += y * y;
-			dmax = fmax(dmax, fabs(a[t * V + v] - b[t * V + v]));
-		}
-		double c = dot / sqrt(na * nb);
-		cmin = fmin(cmin, c);
-		csum += c;
-	}
+	struct cos_stats vh = cosines(a, hf->data, T, V), vd = cosines(a, b, T, V);
 	fprintf(stderr, "nvfp4 %s: logits vs HF bf16 cosine mean %.4f min %.4f over %lld positions; "
 			"vs dequantized f32 max|d| %.2e\n",
-		_i ? "modelopt" : "compressed-tensors", csum / T, cmin, (long long)T, dmax);
-	ck_assert_msg(dmax <= TOL_NV_VS_DEQUANT_MAXABS, "nvfp4 vs dequant max|d| %g", dmax);
-	ck_assert_msg(csum / T >= TOL_TINY_COS_MEAN, "cosine mean %g (min %g)", csum / T, cmin);
+		_i ? "modelopt" : "compressed-tensors", vh.mean, vh.min, (long long)T, vd.dmax);
+	ck_assert_msg(vd.dmax <= TOL_NV_VS_DEQUANT_MAXABS, "nvfp4 vs dequant max|d| %g", vd.dmax);
+	ck_assert_msg(vh.mean >= TOL_TINY_COS_MEAN, "cosine mean %g (min %g)", vh.mean, vh.min);
 	free(a);
 	free(b);
 	lynn_st_close(refs);
@@ -853,15 +865,23 @@ END_TEST
 
 /* ===== CUDA (tag "cuda") ===== */
 
+#ifdef LYNN_CUDA
+/* a CUDA device is present; if not, says which test is skipped */
+static bool cuda_present(const char *what)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
+		return true;
+	fprintf(stderr, "check_nvfp4: no CUDA device; %s skipped\n", what);
+	return false;
+}
+#endif
+
 START_TEST(test_cuda_kernels)
 {
 #ifdef LYNN_CUDA
-	int ndev = 0;
-	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-		fprintf(stderr, "check_nvfp4: no CUDA device; kernel test skipped "
-				"(tests/bench/cuda_nvfp4.sh runs the full check on a GPU)\n");
+	if (!cuda_present("kernel test (tests/bench/cuda_nvfp4.sh runs the full check on a GPU)"))
 		return;
-	}
 	const int64_t N = 128, K = 256;
 	const int M = 3;
 	uint8_t *P = malloc(N * K / 2), *S = malloc(N * K / 16);
@@ -917,32 +937,6 @@ START_TEST(test_cuda_kernels)
 }
 END_TEST
 
-#ifdef LYNN_CUDA
-/* per-position cosine between two (T, V) logit tables (mean, min), the
- * largest difference and the largest |b| (the CUDA runner's tests) */
-struct cos_stats {
-	double mean, min, dmax, amax;
-};
-
-static struct cos_stats cosines(const float *a, const float *b, int64_t T, int64_t V)
-{
-	struct cos_stats st = { 0, 1, 0, 0 };
-	for (int64_t t = 0; t < T; t++) {
-		double dot = 0, na = 0, nb = 0;
-		for (int64_t v = 0; v < V; v++) {
-			double x = a[t * V + v], y = b[t * V + v];
-			dot += x * y;
-			na += x * x;
-			nb += y * y;
-			st.dmax = fmax(st.dmax, fabs(x - y));
-			st.amax = fmax(st.amax, fabs(y));
-		}
-		st.min = fmin(st.min, dot / sqrt(na * nb));
-		st.mean += dot / sqrt(na * nb) / (double)T;
-	}
-	return st;
-}
-#endif
 
 /* The CUDA runner on an NVFP4 checkpoint written by lynn quantize, against
  * the CPU runner on the same files. The CUDA path is W4A16: each NVFP4
@@ -951,11 +945,8 @@ static struct cos_stats cosines(const float *a, const float *b, int64_t T, int64
 START_TEST(test_cuda_runner_nvfp4)
 {
 #ifdef LYNN_CUDA
-	int ndev = 0;
-	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-		fprintf(stderr, "check_nvfp4: no CUDA device; runner test skipped\n");
+	if (!cuda_present("runner test"))
 		return;
-	}
 	const char *fx = _i ? "qwen35moe-tiny-text-f32" : "qwen35moe-tiny";
 	char *q = quantize_tiny(fx, _i ? "modelopt" : "compressed-tensors");
 	struct lynn_err err = { 0 };
@@ -998,11 +989,8 @@ END_TEST
 START_TEST(test_cuda_runner_expert_mlp)
 {
 #ifdef LYNN_CUDA
-	int ndev = 0;
-	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-		fprintf(stderr, "check_nvfp4: no CUDA device; expert MLP test skipped\n");
+	if (!cuda_present("expert MLP test"))
 		return;
-	}
 	char *dir = tu_mkdtemp(), cmd[2048];
 	snprintf(cmd, sizeof cmd, "python3 tests/tools/gen_bench_model.py %s/bf16 --small", dir);
 	struct tu_run r = tu_sh(cmd, NULL);

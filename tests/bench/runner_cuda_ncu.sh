@@ -3,7 +3,8 @@
 # CUDA runner spends its time (GPU machine only, never in CI): Nsight
 # Compute times every kernel of a 6-token `lynn generate` (graphs off, so
 # each launch is seen; caches and clocks left alone, as in a real run), and
-# tests/tools/ncu_passes.py sums the decode passes by kernel.
+# tests/tools/ncu_passes.py sums the decode passes by kernel; then the same
+# run with graphs on, each graph launch (a whole pass) timed whole.
 # Default models: runner_cuda.sh's real4 and its NVFP4
 # copy (4 layers of Qwen3.6-35B-A3B's shapes). Needs ./lynn built with
 # CUDA, ncu, python3 with numpy.
@@ -26,4 +27,10 @@ for d in "$@"; do
 		>"$out/ncu_$n.csv" 2>"$out/ncu_$n.err" || { tail "$out/ncu_$n.err"; exit 1; }
 	echo "== $d"
 	python3 tests/tools/ncu_passes.py "$out/ncu_$n.csv"
+	# the same run with its CUDA graphs, each timed whole
+	$NCU --csv --graph-profiling graph --cache-control none --clock-control none \
+		--metrics gpu__time_duration.sum --print-units base \
+		./lynn generate --model "$d" --ids 11,12,13,14,15,16,17,18 --max-tokens 6 --print-ids --device cuda -q \
+		>"$out/ncu_graph_$n.csv" 2>>"$out/ncu_$n.err" || { tail "$out/ncu_$n.err"; exit 1; }
+	python3 tests/tools/ncu_passes.py --graphs "$out/ncu_graph_$n.csv"
 done 2>&1 | tee "$out/runner_cuda_ncu.txt"

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""ncu_passes.py NCU_CSV - the decode passes of a CUDA runner trace (`ncu --csv
---metrics gpu__time_duration.sum`, tests/bench/runner_cuda_ncu.sh) summed by
-kernel and grid: microseconds per pass, launches per pass, share. A pass
-starts at each k_embed launch; the first (the prefill) is left out. Lines
-that are not ncu's CSV (the command's own output) are skipped."""
+"""ncu_passes.py [--graphs] NCU_CSV - the decode passes of a CUDA runner trace
+(`ncu --csv --metrics gpu__time_duration.sum`, tests/bench/runner_cuda_ncu.sh)
+summed by kernel and grid: microseconds per pass, launches per pass, share.
+A pass starts at each k_embed launch; the first (the prefill) is left out.
+With --graphs (a trace taken with `--graph-profiling graph`), each graph
+launch's time: the whole pass on the GPU, gaps between kernels included.
+Lines that are not ncu's CSV (the command's own output) are skipped."""
 import csv
 import sys
 from collections import defaultdict
@@ -16,6 +18,11 @@ def rows(path):
 
 
 def main():
+    if sys.argv[1] == "--graphs":
+        us = [float(r["Metric Value"].replace(",", "")) / 1e3 for r in rows(sys.argv[2])
+              if r.get("Metric Name") == "gpu__time_duration.sum"]
+        print("graph launches (the first is the prefill), us: " + " ".join("%.1f" % u for u in us))
+        return
     passes = []
     for r in rows(sys.argv[1]):
         if r.get("Metric Name") != "gpu__time_duration.sum":
