@@ -95,6 +95,16 @@ struct lynn_cublas {
 	float *d_zero; /* beta for calls whose alpha is a device pointer */
 };
 
+/* Programmatic dependent launch, the producer's side: the next kernel on
+ * the stream, where it was launched with programmatic stream serialization
+ * (the NVFP4 kernels), may start now. It loads its weights and waits
+ * (griddepcontrol.wait) for this kernel's end before it reads anything this
+ * kernel writes. A plainly launched next kernel is not affected. */
+static __device__ __forceinline__ void lynn_pdl_trigger(void)
+{
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 /* Y^T (N x M, ld N) = W (K x N, ld K)^T * X^T (K x M, ld K) in cuBLASLt's
  * column-major view, i.e. row-major Y[M,N] = X[M,K] * W[N,K]^T: the
  * caller's `op` (compute type, scales, pointer mode) gets the transposes

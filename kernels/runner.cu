@@ -570,6 +570,7 @@ __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__
 		       int64_t N, int64_t K, float *Y, int64_t ldy, int64_t y_gstride, float scale,
 		       int acc)
 {
+	lynn_pdl_trigger();
 	int lane = threadIdx.x & 31;
 	int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	int g = blockIdx.y;
@@ -608,6 +609,7 @@ __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__
 template <typename T>
 __global__ void k_embed(const T *E, const int *ids, int64_t H, float *x)
 {
+	lynn_pdl_trigger();
 	int i = blockIdx.x;
 	const T *row = E + (int64_t)ids[i] * H;
 	for (int64_t d = threadIdx.x; d < H; d += blockDim.x)
@@ -623,6 +625,7 @@ __global__ void k_embed(const T *E, const int *ids, int64_t H, float *x)
 __global__ void k_rmsnorm(float *x, const float *add, const int *rows, const float *w, int H, float eps,
 			  float *y, __nv_bfloat16 *yb)
 {
+	lynn_pdl_trigger();
 	__shared__ float red[33];
 	int i = blockIdx.x, t = threadIdx.x, bd = blockDim.x;
 	float *xr = x + (int64_t)(rows ? rows[i] : i) * H;
@@ -685,6 +688,7 @@ static unsigned rms_threads(int64_t H)
 
 __global__ void k_to_bf16(const float *x, int64_t n, __nv_bfloat16 *y)
 {
+	lynn_pdl_trigger();
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x)
 		y[i] = __float2bfloat16(x[i]);
@@ -698,6 +702,7 @@ __global__ void k_qk_prep(float *P, const float *Kx, const float *Vx, const int6
 			  const float *q_norm, const float *k_norm, const float *inv_freq, int nh, int nkv,
 			  int hd, int rot, float eps)
 {
+	lynn_pdl_trigger();
 	__shared__ float red[33];
 	__shared__ float v[MAX_HD];
 	int i = blockIdx.x, h = blockIdx.y, kvw = nkv * hd;
@@ -743,6 +748,7 @@ template <int NC>
 __global__ void k_attn(const float *P, const int64_t *pos, float *const *const *row_kc,
 		       float *const *const *row_vc, int li, int nh, int nkv, int hd, float *O)
 {
+	lynn_pdl_trigger();
 	__shared__ float q[MAX_HD];
 	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
 	__shared__ float wo[ATT_WARPS][MAX_HD];
@@ -811,6 +817,7 @@ __global__ void k_attn(const float *P, const int64_t *pos, float *const *const *
 __global__ void k_conv(const float *U, float *C, const int *seq_rows, const int *seq_start,
 		       float *const *const *seq_conv, int li, const float *W, int K, int cd)
 {
+	lynn_pdl_trigger();
 	int s = blockIdx.x, ch = blockIdx.y * blockDim.x + threadIdx.x;
 	if (ch >= cd)
 		return;
@@ -844,6 +851,7 @@ __global__ void k_delta(const float *C, const float *Z, const float *Bv, const f
 			const float *neg_a, const float *dt_bias, const float *gnorm, int Hk, int Hv,
 			int dk, int dv, int cd, float eps, float *O2)
 {
+	lynn_pdl_trigger();
 	constexpr int P = delta_split<DK>::P, SL = DK > 0 ? DK / P : 1;
 	extern __shared__ float sh[]; /* qn[dk], kn[dk] */
 	__shared__ float red[33];
@@ -930,6 +938,7 @@ __global__ void k_delta(const float *C, const float *Z, const float *Bv, const f
  * ... in shared memory, so the k rounds of the top-k need no barrier. */
 __global__ void k_route(const float *R, int E, int k, int *sele, float *selp, float *selw, int *ord)
 {
+	lynn_pdl_trigger();
 	extern __shared__ float p[];
 	int i = blockIdx.x, lane = threadIdx.x;
 	const float *r = R + (int64_t)i * E;
@@ -992,6 +1001,7 @@ __global__ void k_route(const float *R, int E, int k, int *sele, float *selp, fl
 /* Each slot's row of x (bf16), for the grouped NVFP4 products. */
 __global__ void k_gather_bf16(const __nv_bfloat16 *x, int k, int64_t H, __nv_bfloat16 *xg)
 {
+	lynn_pdl_trigger();
 	int g = blockIdx.x;
 	for (int64_t d = threadIdx.x; d < H; d += blockDim.x)
 		xg[(int64_t)g * H + d] = x[(int64_t)(g / k) * H + d];
@@ -1002,6 +1012,7 @@ __global__ void k_gather_bf16(const __nv_bfloat16 *x, int k, int64_t H, __nv_bfl
 __global__ void k_swiglu(const float *G, const float *U, int64_t ld, int64_t cols, int64_t n, float *A,
 			 __nv_bfloat16 *Ab)
 {
+	lynn_pdl_trigger();
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x) {
 		int64_t at = i / cols * ld + i % cols;
@@ -1019,6 +1030,7 @@ __global__ void k_swiglu(const float *G, const float *U, int64_t ld, int64_t col
 __global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const int *ord,
 			  const float *SG, const float *YS, int k, int64_t H)
 {
+	lynn_pdl_trigger();
 	int i = blockIdx.x;
 	int64_t d = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
 	if (d >= H)

@@ -649,6 +649,34 @@ template <typename F> static double time_graph_us(F f, int iters)
 	return ms * 1e3 / (2.0 * iters);
 }
 
+/* The RMSNorm before a projection in a decode step, as the CUDA runner
+ * runs it (one block a token row, X as bf16 for the NVFP4 kernel); with
+ * TRIGGER it lets a programmatically launched next kernel start at once
+ * (lynn_pdl_trigger, as the runner's kernels do), without it the next
+ * kernel starts when it ends. */
+template <bool TRIGGER>
+static __global__ void k_norm_stand_in(const float *x, int64_t k, __nv_bfloat16 *y)
+{
+	__shared__ float red[32];
+	if (TRIGGER)
+		asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+	const float *xr = x + (int64_t)blockIdx.x * k;
+	float ss = 0.0f;
+	for (int64_t d = threadIdx.x; d < k; d += blockDim.x)
+		ss += xr[d] * xr[d];
+	for (int o = 16; o; o >>= 1)
+		ss += __shfl_xor_sync(0xffffffffu, ss, o);
+	if ((threadIdx.x & 31) == 0)
+		red[threadIdx.x >> 5] = ss;
+	__syncthreads();
+	ss = 0.0f;
+	for (int w = 0; w < (int)(blockDim.x >> 5); w++)
+		ss += red[w];
+	const float rs = rsqrtf(ss / (float)k + 1e-6f);
+	for (int64_t d = threadIdx.x; d < k; d += blockDim.x)
+		y[(int64_t)blockIdx.x * k + d] = __float2bfloat16(xr[d] * rs);
+}
+
 /* --time-m1: timings at M = 1 and 4 only, no checks, no large-M table */
 static bool time_small;
 /* --l2-hot (with --time-m1): one weight copy and one expert set, so the
@@ -705,6 +733,9 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 	for (int c = 0; c < ncb; c++)
 		wb[c] = dev_bf16((size_t)(n * k));
 	void *dx = dev_bf16((size_t)(64 * k)), *dy, *dx_big, *dy_big;
+	float *dxf; /* the norm stand-in's f32 input row */
+	CK(cudaMalloc(&dxf, (size_t)k * sizeof(float)));
+	CK(cudaMemset(dxf, 0x3c, (size_t)k * sizeof(float))); /* 0x3c3c3c3c: about 0.0115 */
 	CK(cudaMalloc(&dy, (size_t)(64 * n) * 4));
 	void *dscr;
 	CK(cudaMalloc(&dscr, (size_t)(n * k) * 2));
@@ -792,6 +823,35 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 			name, (long long)n, (long long)k, m, t[0], t[1], isnan(t[2]) ? -1.0 : t[2], t[3],
 			isnan(t[4]) ? -1.0 : t[4], isnan(t[5]) ? -1.0 : t[5], tb, bw / 1e9, bw / copybw,
 			tb / t[0], tg, tg2, isnan(tgm) ? -1.0 : tgm, tbg, bwg / copybw, tbg / tg);
+		if (m == 1 && n < 100000) {
+			/* In its place in a decode step: after the RMSNorm that
+			 * writes its X. With the norm's trigger, the projection's
+			 * weight loads overlap the norm; its share of the pair is
+			 * the pair's time less the norm's alone. */
+			auto pair = [&](bool trig) {
+				return time_graph_us([&](int i) {
+					if (trig)
+						k_norm_stand_in<true><<<1, 256, 0, bst>>>(dxf, k, (__nv_bfloat16 *)dx);
+					else
+						k_norm_stand_in<false><<<1, 256, 0, bst>>>(dxf, k, (__nv_bfloat16 *)dx);
+					LY(lynn_cuda_nvfp4_gemm_path(&w4[(size_t)(i % nc4)].v, dx, m, dy,
+								     LYNN_CUDA_OUT_BF16, LYNN_CUDA_PATH_AUTO,
+								     bst, &e_));
+				}, it);
+			};
+			const double tn = time_graph_us([&](int) {
+				k_norm_stand_in<true><<<1, 256, 0, bst>>>(dxf, k, (__nv_bfloat16 *)dx);
+			}, it);
+			const double tp0 = pair(false), tp1 = pair(true);
+			printf("%-10s M=1 after a norm kernel, graph: norm alone %.2f us; norm + nvfp4 %.2f us "
+			       "(no trigger), %.2f us (trigger): the product's share %.2f us (%3.0f%% of copy), "
+			       "%.2f us (%3.0f%%)\n",
+			       name, tn, tp0, tp1, tp0 - tn, 100 * fp4_bytes / ((tp0 - tn) * 1e-6) / copybw,
+			       tp1 - tn, 100 * fp4_bytes / ((tp1 - tn) * 1e-6) / copybw);
+			fprintf(jout, "{\"bench\":\"%s_after_norm\",\"m\":1,\"us_norm\":%.2f,\"us_pair\":%.2f,"
+				"\"us_pair_trigger\":%.2f,\"frac_copy_share_trigger\":%.3f}\n",
+				name, tn, tp0, tp1, fp4_bytes / ((tp1 - tn) * 1e-6) / copybw);
+		}
 		if (m <= 4)
 			for (int kg = 1; kg <= 8; kg *= 2) {
 				lynn_cuda_nvfp4_tc_tune(kg);
@@ -813,6 +873,7 @@ static void bench_dense(const char *name, int64_t n, int64_t k, double copybw,
 	for (void *p : wb)
 		cudaFree(p);
 	cudaFree(dx);
+	cudaFree(dxf);
 	cudaFree(dy);
 }
 
