@@ -21,6 +21,8 @@
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +83,7 @@ struct dmap {                      /* host buffer -> its device copy */
 struct graph_key {
 	int64_t n, ns, nw;
 	const void *scratch;
-	int64_t lora_on, lora_gen;
+	int64_t lora_on, lora_gen, picks;
 };
 
 struct lynn_cuda_model {
@@ -1056,6 +1058,97 @@ __global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const in
 	x[(int64_t)i * H + d] += y;
 }
 
+/* ===== greedy picks on the device =====
+ * For each wanted row, the token lynn_sample_greedy picks from its logits
+ * (the largest, the lowest id on ties; NaNs never win, but a NaN at id 0 is
+ * picked, since nothing beats it) and whether every logit is finite (the
+ * engine's check), so that a greedy step brings back 8 bytes a row instead
+ * of the vocabulary's logits. GREEDY_BLOCKS blocks share a row and leave
+ * their best (value, id) and finiteness; k_greedy_end reduces them. */
+#define GREEDY_BLOCKS 64
+
+/* (v, i) replaces (bv, bi) if larger, or equal with a lower id */
+__device__ __forceinline__ void greedy_take(float &bv, int &bi, float v, int i)
+{
+	if (v > bv || (v == bv && i < bi)) {
+		bv = v;
+		bi = i;
+	}
+}
+
+/* the best (value, id) of a warp, in every lane */
+__device__ __forceinline__ void greedy_warp(float &bv, int &bi)
+{
+	for (int o = 16; o; o >>= 1)
+		greedy_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
+}
+
+/* grid (GREEDY_BLOCKS, rows), 256 threads; part: [row][block] values, ids
+ * (INT_MAX: none but NaNs) and finiteness */
+__global__ void k_greedy_part(const float *logits, int V, float *pv, int *pi, int *pf)
+{
+	lynn_pdl_trigger();
+	__shared__ float sv[8];
+	__shared__ int si[8], sf[8];
+	const float *l = logits + (int64_t)blockIdx.y * V;
+	const int per = (V + GREEDY_BLOCKS - 1) / GREEDY_BLOCKS, lo = blockIdx.x * per;
+	const int hi = lo + per < V ? lo + per : V, t = threadIdx.x, w = t >> 5;
+	float bv = -INFINITY;
+	int bi = INT_MAX, bad = 0;
+	for (int i = lo + t; i < hi; i += blockDim.x) { /* ids rise: strict > keeps the first */
+		const float v = l[i];
+		bad |= !(fabsf(v) <= FLT_MAX);
+		greedy_take(bv, bi, v, i);
+	}
+	greedy_warp(bv, bi);
+	bad = __any_sync(0xffffffffu, bad);
+	if ((t & 31) == 0) {
+		sv[w] = bv;
+		si[w] = bi;
+		sf[w] = bad;
+	}
+	__syncthreads();
+	if (t == 0) {
+		for (int j = 1; j < (int)(blockDim.x >> 5); j++) {
+			greedy_take(sv[0], si[0], sv[j], si[j]);
+			sf[0] |= sf[j];
+		}
+		const int o = blockIdx.y * GREEDY_BLOCKS + blockIdx.x;
+		pv[o] = sv[0];
+		pi[o] = si[0];
+		pf[o] = !sf[0];
+	}
+}
+
+/* one warp a row: out[2 row] the id, out[2 row + 1] 1 if all finite */
+__global__ void k_greedy_end(const float *logits, int V, const float *pv, const int *pi,
+			     const int *pf, int *out)
+{
+	lynn_pdl_trigger();
+	const int r = blockIdx.x, t = threadIdx.x;
+	float bv = -INFINITY;
+	int bi = INT_MAX, fin = 1;
+	for (int j = t; j < GREEDY_BLOCKS; j += 32) {
+		greedy_take(bv, bi, pv[r * GREEDY_BLOCKS + j], pi[r * GREEDY_BLOCKS + j]);
+		fin &= pf[r * GREEDY_BLOCKS + j];
+	}
+	greedy_warp(bv, bi);
+	fin = __all_sync(0xffffffffu, fin);
+	if (t == 0) {
+		out[2 * r] = isnan(logits[(int64_t)r * V]) || bi == INT_MAX ? 0 : bi;
+		out[2 * r + 1] = fin;
+	}
+}
+
+/* the picks of rows logits (on the device, [rows][V]) into out (device, 2
+ * ints a row) on stream st */
+static void greedy_rows(const float *logits, int64_t rows, int V, float *pv, int *pi, int *pf,
+			int *out, cudaStream_t st)
+{
+	k_greedy_part<<<dim3(GREEDY_BLOCKS, (unsigned)rows), 256, 0, st>>>(logits, V, pv, pi, pf);
+	k_greedy_end<<<(unsigned)rows, 32, 0, st>>>(logits, V, pv, pi, pf, out);
+}
+
 /* ===== the pass ===== */
 
 struct scratch {
@@ -1063,6 +1156,8 @@ struct scratch {
 	float *Gg, *Ug, *act, *Yg, *HSg, *HSu, *HSa, *YS, *SG, *lora, *logits;
 	__nv_bfloat16 *xnb, *Ob, *O2b, *Xg, *actb, *HSab;
 	int *sele, *ord;
+	float *gv;                 /* greedy picks: the blocks' best values, */
+	int *gi, *gf, *gout;       /* their ids and finiteness, the picks (2 ints a row) */
 	/* staged from the host */
 	int *ids, *seq_rows, *seq_start, *want_rows;
 	int64_t *pos;
@@ -1110,6 +1205,11 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->HSab = (__nv_bfloat16 *)lynn_carve(a, n * m->Is * b);
 	s->sele = (int *)lynn_carve(a, nk * sizeof(int));
 	s->ord = (int *)lynn_carve(a, nk * sizeof(int));
+	size_t ng = (size_t)(nw > 0 ? nw : 1) * GREEDY_BLOCKS;
+	s->gv = (float *)lynn_carve(a, ng * f);
+	s->gi = (int *)lynn_carve(a, ng * sizeof(int));
+	s->gf = (int *)lynn_carve(a, ng * sizeof(int));
+	s->gout = (int *)lynn_carve(a, (size_t)(nw > 0 ? nw : 1) * 2 * sizeof(int));
 }
 
 /* The chunk's small host arrays, staged in one pinned buffer. */
@@ -1141,6 +1241,7 @@ struct pass {
 	struct scratch s;
 	cudaStream_t st;
 	struct lynn_err *err;
+	bool picks;                /* the wanted rows' greedy picks after the logits */
 };
 
 static int launch_check(struct pass *p, const char *what)
@@ -1451,6 +1552,8 @@ static int record(struct pass *p, int64_t n, int ns, int64_t nw)
 							  s->xn, s->xnb);
 		if ((rc = lin_run(p, &c->lm_head, s->xn, s->xnb, (int)nw, s->logits)))
 			return rc;
+		if (p->picks)
+			greedy_rows(s->logits, nw, m->V, s->gv, s->gi, s->gf, s->gout, p->st);
 	}
 	return launch_check(p, "forward");
 }
@@ -1474,7 +1577,7 @@ static int run_pass(struct pass *p, int64_t n, int ns, int64_t nw)
 	struct lynn_err *err = p->err;
 	if (!graph_ok(m, n))
 		return record(p, n, ns, nw);
-	struct graph_key k = { n, ns, nw, c->scratch, m->lora_on, m->lora_gen };
+	struct graph_key k = { n, ns, nw, c->scratch, m->lora_on, m->lora_gen, p->picks };
 	for (int i = 0; i < c->n_graphs; i++)
 		if (!memcmp(&c->graphs[i].key, &k, sizeof k)) {
 			LYNN_CUDA_TRY(cudaGraphLaunch(c->graphs[i].exec, p->st));
@@ -1507,11 +1610,19 @@ static int run_pass(struct pass *p, int64_t n, int ns, int64_t nw)
 	return 0;
 }
 
+/* What a pass brings back for its wanted rows: their logits, or (picks
+ * not NULL) their greedy picks and finiteness (greedy_rows). */
+struct pass_out {
+	float *logits;
+	int32_t *picks;
+	bool *finite;
+};
+
 static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs, const int32_t *ids,
-			 const bool *want, float *logits, int64_t *n_out, struct lynn_err *err)
+			 const bool *want, struct pass_out *o, int64_t *n_out, struct lynn_err *err)
 {
 	struct lynn_cuda_model *c = m->cuda;
-	struct pass p = { m, c, {}, c->st, err };
+	struct pass p = { m, c, {}, c->st, err, o->picks != NULL };
 	struct scratch *s = &p.s;
 	int rc;
 	int64_t nw = 0;
@@ -1592,33 +1703,101 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 
 	for (int64_t i = 0; i < n; i++)
 		seqs[i]->pos = h.pos[i] + 1;
-	nw = logits ? nw : 0;
+	nw = o->logits || o->picks ? nw : 0;
 	note_expert_lora(c, m);
 	if ((rc = run_pass(&p, n, ns, nw)))
 		return rc;
-	if (nw > 0)
-		LYNN_CUDA_TRY(cudaMemcpyAsync(logits, s->logits, (size_t)nw * m->V * sizeof(float),
+	int *picks = NULL;
+	if (nw > 0 && o->picks) {
+		if (!(picks = (int *)malloc((size_t)nw * 2 * sizeof(int))))
+			return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
+		if (cudaMemcpyAsync(picks, s->gout, (size_t)nw * 2 * sizeof(int), cudaMemcpyDeviceToHost, p.st) !=
+		    cudaSuccess)
+			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the greedy picks back failed");
+	} else if (nw > 0) {
+		LYNN_CUDA_TRY(cudaMemcpyAsync(o->logits, s->logits, (size_t)nw * m->V * sizeof(float),
 					      cudaMemcpyDeviceToHost, p.st));
-	LYNN_CUDA_TRY(cudaStreamSynchronize(p.st));
-	LYNN_CUDA_TRY(cudaGetLastError());
+	}
+	if (!rc && cudaStreamSynchronize(p.st) != cudaSuccess)
+		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: a pass failed: %s", cudaGetErrorString(cudaGetLastError()));
+	for (int64_t i = 0; picks && !rc && i < nw; i++) {
+		o->picks[i] = picks[2 * i];
+		o->finite[i] = picks[2 * i + 1] != 0;
+	}
+	free(picks);
+	if (rc)
+		return rc;
 	*n_out = nw;
+	return 0;
+}
+
+static int forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs, const int32_t *ids,
+		   const bool *want, struct pass_out o, struct lynn_err *err)
+{
+	for (int64_t r0 = 0; r0 < n; r0 += CHUNK_ROWS) {
+		int64_t nc = LYNN_MIN(CHUNK_ROWS, n - r0), nw = 0;
+		int rc = forward_chunk(m, nc, seqs + r0, ids + r0, want ? want + r0 : NULL, &o, &nw, err);
+		if (rc) {
+			cudaStreamSynchronize(m->cuda->st);
+			return rc;
+		}
+		if (o.logits)
+			o.logits += nw * m->V;
+		if (o.picks) {
+			o.picks += nw;
+			o.finite += nw;
+		}
+	}
 	return 0;
 }
 
 extern "C" int lynn_cuda_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
 				 const int32_t *ids, const bool *want, float *logits, struct lynn_err *err)
 {
-	for (int64_t r0 = 0; r0 < n; r0 += CHUNK_ROWS) {
-		int64_t nc = LYNN_MIN(CHUNK_ROWS, n - r0), nw = 0;
-		int rc = forward_chunk(m, nc, seqs + r0, ids + r0, want ? want + r0 : NULL, logits, &nw, err);
-		if (rc) {
-			cudaStreamSynchronize(m->cuda->st);
-			return rc;
-		}
-		if (logits)
-			logits += nw * m->V;
+	return forward(m, n, seqs, ids, want, pass_out{ logits, NULL, NULL }, err);
+}
+
+extern "C" int lynn_cuda_forward_greedy(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+					const int32_t *ids, const bool *want, int32_t *picks, bool *finite,
+					struct lynn_err *err)
+{
+	return forward(m, n, seqs, ids, want, pass_out{ NULL, picks, finite }, err);
+}
+
+/* The device's greedy picks over host logits (the kernels' test against
+ * lynn_sample_greedy). */
+extern "C" int lynn_cuda_greedy(const float *logits, int64_t rows, int V, int32_t *picks, bool *finite,
+				struct lynn_err *err)
+{
+	float *dl = NULL, *gv = NULL;
+	int *gi = NULL, *gf = NULL, *go = NULL, *ho = NULL;
+	size_t ng = (size_t)rows * GREEDY_BLOCKS;
+	int rc = 0;
+	if (rows < 1 || V < 1)
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: greedy picks: %lld rows of %d", (long long)rows, V);
+	if (cudaMalloc(&dl, (size_t)rows * V * sizeof(float)) || cudaMalloc(&gv, ng * sizeof(float)) ||
+	    cudaMalloc(&gi, ng * sizeof(int)) || cudaMalloc(&gf, ng * sizeof(int)) ||
+	    cudaMalloc(&go, (size_t)rows * 2 * sizeof(int)) || !(ho = (int *)malloc((size_t)rows * 2 * sizeof(int))))
+		rc = lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
+	if (!rc && cudaMemcpy(dl, logits, (size_t)rows * V * sizeof(float), cudaMemcpyHostToDevice))
+		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying logits failed");
+	if (!rc) {
+		greedy_rows(dl, rows, V, gv, gi, gf, go, 0);
+		if (cudaMemcpy(ho, go, (size_t)rows * 2 * sizeof(int), cudaMemcpyDeviceToHost))
+			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: greedy picks: %s",
+				       cudaGetErrorString(cudaGetLastError()));
 	}
-	return 0;
+	for (int64_t i = 0; !rc && i < rows; i++) {
+		picks[i] = ho[2 * i];
+		finite[i] = ho[2 * i + 1] != 0;
+	}
+	cudaFree(dl);
+	cudaFree(gv);
+	cudaFree(gi);
+	cudaFree(gf);
+	cudaFree(go);
+	free(ho);
+	return rc;
 }
 
 extern "C" double lynn_cuda_copy_bandwidth(void)

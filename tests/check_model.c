@@ -12,12 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lynn/engine.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
 #include "lynn/lora.h"
 #include "lynn/model.h"
 #include "lynn/sample.h"
 #include "lynn/st.h"
+#include "model/model_int.h"
 #include "testutil.h"
 
 /* Issue 9's gate: every position's logits within these of HF's f32 run.
@@ -396,24 +398,31 @@ END_TEST
 /* greedy on edge inputs: lowest index on ties, NaN never wins (unless at
  * index 0, which nothing beats, as in a plain scan), lengths off the
  * 8-lane blocks */
+/* argmax edge cases: ties, NaN at 0 and elsewhere, -inf, lengths off the
+ * 8-lane blocks (also the device's greedy picks' cases) */
+static const struct {
+	float v[11];
+	int n, want;
+} greedy_edges[] = {
+	{ { 1, 3, 3, 2 }, 4, 1 },
+	{ { NAN, 5, 6 }, 3, 0 },
+	{ { 1, NAN, 0.5f }, 3, 0 },
+	{ { -1, NAN, 2, NAN, 2 }, 5, 2 },
+	{ { -INFINITY, -INFINITY }, 2, 0 },
+	{ { -INFINITY, -3 }, 2, 1 },
+	{ { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7 }, 11, 10 },
+	{ { 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 9 }, 11, 8 },
+	{ { 4 }, 1, 0 },
+	{ { -0.0f, 0.0f, -1 }, 3, 0 },
+	{ { NAN, NAN }, 2, 0 },
+	{ { 2, INFINITY, INFINITY }, 3, 1 },
+};
+
 START_TEST(test_sample_greedy_edges)
 {
-	static const struct {
-		float v[11];
-		int n, want;
-	} t[] = {
-		{ { 1, 3, 3, 2 }, 4, 1 },
-		{ { NAN, 5, 6 }, 3, 0 },
-		{ { 1, NAN, 0.5f }, 3, 0 },
-		{ { -1, NAN, 2, NAN, 2 }, 5, 2 },
-		{ { -INFINITY, -INFINITY }, 2, 0 },
-		{ { -INFINITY, -3 }, 2, 1 },
-		{ { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7 }, 11, 10 },
-		{ { 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 9 }, 11, 8 },
-		{ { 4 }, 1, 0 },
-	};
-	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-		ck_assert_msg(lynn_sample_greedy(t[i].v, t[i].n) == t[i].want, "case %zu", i);
+	for (size_t i = 0; i < sizeof greedy_edges / sizeof greedy_edges[0]; i++)
+		ck_assert_msg(lynn_sample_greedy(greedy_edges[i].v, greedy_edges[i].n) == greedy_edges[i].want,
+			      "case %zu", i);
 }
 END_TEST
 
@@ -796,6 +805,111 @@ START_TEST(test_cuda_matches_cpu)
 }
 END_TEST
 
+#ifdef LYNN_CUDA
+static bool all_finite_host(const float *v, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		if (!isfinite(v[i]))
+			return false;
+	return true;
+}
+
+/* The device's greedy picks (what a greedy step of the engine uses on the
+ * CUDA runner) equal lynn_sample_greedy and the host's finiteness check:
+ * the edge cases, then rows of Qwen's vocabulary whose ties, NaNs and
+ * infinities fall in different blocks of the device's reduction. */
+START_TEST(test_cuda_greedy_picks)
+{
+	struct lynn_err err = { 0 };
+	if (!lynn_cuda_usable()) {
+		fprintf(stderr, "check_model: no CUDA device; greedy picks test skipped\n");
+		return;
+	}
+	int32_t id;
+	bool fin;
+	for (size_t i = 0; i < sizeof greedy_edges / sizeof greedy_edges[0]; i++) {
+		ck_assert_int_eq(lynn_cuda_greedy(greedy_edges[i].v, 1, greedy_edges[i].n, &id, &fin, &err), 0);
+		ck_assert_msg(id == greedy_edges[i].want, "case %zu: %d", i, id);
+		ck_assert(fin == all_finite_host(greedy_edges[i].v, greedy_edges[i].n));
+	}
+	enum { V = 248320, R = 6 };
+	float *lg = malloc((size_t)R * V * sizeof *lg);
+	uint64_t x = 11;
+	for (int64_t i = 0; i < (int64_t)R * V; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		lg[i] = (float)(x >> 40) / (float)(1 << 24) * 20.0f - 10.0f;
+	}
+	lg[0 * V + 200000] = lg[0 * V + 50000] = 30.0f;           /* a tie: the lower id */
+	lg[1 * V + 0] = NAN, lg[1 * V + 7] = 40.0f;               /* NaN at 0 wins */
+	lg[2 * V + 3] = NAN, lg[2 * V + 248000] = 25.0f;          /* NaN elsewhere never */
+	lg[3 * V + 100] = INFINITY, lg[3 * V + 90000] = INFINITY; /* not finite, first +inf */
+	for (int i = 0; i < V; i++)                               /* all -inf but two */
+		lg[4 * V + i] = -INFINITY;
+	lg[4 * V + 123456] = lg[4 * V + 4000] = -5.0f;
+	lg[5 * V + V - 1] = 31.0f;                                /* the last id */
+	int32_t ids[R];
+	bool fins[R];
+	ck_assert_int_eq(lynn_cuda_greedy(lg, R, V, ids, fins, &err), 0);
+	for (int r = 0; r < R; r++) {
+		ck_assert_msg(ids[r] == lynn_sample_greedy(lg + (size_t)r * V, V), "row %d: %d vs %d", r, ids[r],
+			      lynn_sample_greedy(lg + (size_t)r * V, V));
+		ck_assert_msg(fins[r] == all_finite_host(lg + (size_t)r * V, V), "row %d finiteness", r);
+	}
+	ck_assert_int_eq(ids[0], 50000);
+	ck_assert_int_eq(ids[1], 0);
+	ck_assert_int_eq(ids[3], 100);
+	ck_assert_int_eq(ids[4], 4000);
+	ck_assert_int_eq(ids[5], V - 1);
+	free(lg);
+}
+END_TEST
+
+/* The engine's greedy generation on the CUDA runner (picks made on the
+ * device) against HF generate's tokens, and equal to its host-side picks
+ * (logprobs asked for: the logits come back and the host samples). */
+START_TEST(test_cuda_engine_greedy)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_engine_opts eo = { .n_threads = 2, .device = LYNN_DEVICE_CUDA };
+	struct lynn_engine *e = lynn_engine_open(models[_i], &eo, &err);
+	if (!e) {
+		fprintf(stderr, "check_model: %s; CUDA engine test skipped\n", err.msg);
+		return;
+	}
+	cJSON *ref_gen = lynn_json_load(FIXTURES "/ref_generate.json", 1 << 20, &err);
+	ck_assert_msg(ref_gen != NULL, "%s", err.msg);
+	const cJSON *c;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(ref_gen, "cases")) {
+		const cJSON *p = cJSON_GetObjectItem(c, "prompt_ids"), *g = cJSON_GetObjectItem(c, "generated_ids"), *v;
+		int np = cJSON_GetArraySize(p), k = 0;
+		int32_t *ids = malloc((size_t)np * sizeof *ids);
+		cJSON_ArrayForEach(v, p) ids[k++] = (int32_t)v->valuedouble;
+		struct lynn_gen_result r[2];
+		for (int lp = 0; lp < 2; lp++) {
+			struct lynn_gen_opts go = { .max_tokens = cJSON_GetArraySize(g), .ignore_eos = true,
+						    .logprobs = lp };
+			lynn_sample_params_init(&go.sample);
+			ck_assert_int_eq(lynn_engine_generate(e, ids, (size_t)np, &go, &r[lp], &err), 0);
+		}
+		k = 0;
+		cJSON_ArrayForEach(v, g) {
+			ck_assert_msg(r[0].ids.ids[k] == (int32_t)v->valuedouble, "%s: token %d: %d vs HF %d",
+				      cJSON_GetObjectItem(c, "name")->valuestring, k, r[0].ids.ids[k],
+				      (int)v->valuedouble);
+			ck_assert_int_eq(r[1].ids.ids[k], r[0].ids.ids[k]);
+			k++;
+		}
+		ck_assert(!r[0].nonfinite && !r[1].nonfinite);
+		lynn_gen_result_release(&r[0]);
+		lynn_gen_result_release(&r[1]);
+		free(ids);
+	}
+	cJSON_Delete(ref_gen);
+	lynn_engine_close(e);
+}
+END_TEST
+#endif
+
 Suite *model_suite(void)
 {
 	Suite *s = suite_create("model");
@@ -819,6 +933,10 @@ Suite *model_suite(void)
 	tcase_set_timeout(tg, 120);
 	tcase_add_unchecked_fixture(tg, open_refs, close_refs);
 	tcase_add_loop_test(tg, test_cuda_matches_cpu, 0, 4);
+#ifdef LYNN_CUDA
+	tcase_add_test(tg, test_cuda_greedy_picks);
+	tcase_add_loop_test(tg, test_cuda_engine_greedy, 0, 4);
+#endif
 	suite_add_tcase(s, tg);
 	return s;
 }

@@ -386,7 +386,8 @@ static void logprob_of(const float *logits, int n, int32_t id, int k, struct lyn
 		out->top_logprobs[j] = (float)((double)logits[out->top_ids[j]] - lse);
 }
 
-/* One wanted row of a pass: its gen, its logits, and what the pick found. */
+/* One wanted row of a pass: its gen, its logits (NULL where the device
+ * picked), and what the pick found. */
 struct pick {
 	struct lynn_gen *g;
 	const float *logits;
@@ -458,6 +459,8 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	int32_t *ids = NULL;
 	bool *want = NULL;
 	float *logits = NULL;
+	int32_t *dev_id = NULL; /* the device's greedy picks, and their finiteness */
+	bool *dev_fin = NULL, dev = false;
 	struct pick *picks = NULL;
 	int rc = 0;
 
@@ -481,11 +484,21 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	}
 	if (!rows)
 		goto out;
+	/* every gen greedy and without logprobs, on a model whose logits stay
+	 * on a device: the device picks, and the logits never come back */
+	dev = n_want && lynn_model_picks_on_device(e->model);
+	for (size_t i = 0; dev && i < n; i++)
+		dev = g[i]->r.finish || (g[i]->opts.sample.temperature <= 0.0f && !g[i]->opts.logprobs);
 	seqs = malloc((size_t)rows * sizeof *seqs);
 	ids = malloc((size_t)rows * sizeof *ids);
 	want = malloc((size_t)rows * sizeof *want);
-	logits = n_want ? malloc((size_t)n_want * (size_t)n_vocab * sizeof *logits) : NULL;
-	if (!seqs || !ids || !want || (n_want && !logits)) {
+	if (dev) {
+		dev_id = malloc((size_t)n_want * sizeof *dev_id);
+		dev_fin = malloc((size_t)n_want * sizeof *dev_fin);
+	} else if (n_want) {
+		logits = malloc((size_t)n_want * (size_t)n_vocab * sizeof *logits);
+	}
+	if (!seqs || !ids || !want || (n_want && !logits && !(dev_id && dev_fin))) {
 		rc = lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
 		goto out;
 	}
@@ -506,7 +519,9 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			want[r++] = true;
 		}
 	}
-	if ((rc = lynn_model_forward(e->model, rows, seqs, ids, want, logits, err)))
+	rc = dev ? lynn_model_forward_greedy(e->model, rows, seqs, ids, want, dev_id, dev_fin, err)
+		 : lynn_model_forward(e->model, rows, seqs, ids, want, logits, err);
+	if (rc)
 		goto out;
 	/* the wanted rows' gens, in row order (the order of the wanted logits) */
 	picks = malloc((size_t)(n_want ? n_want : 1) * sizeof *picks);
@@ -524,12 +539,14 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			if (x->n_fed < x->n_prompt)
 				continue;
 		}
-		picks[w] = (struct pick){ x, logits + (size_t)w * (size_t)n_vocab, n_vocab, 0, true };
+		picks[w] = dev ? (struct pick){ x, NULL, n_vocab, dev_id[w], dev_fin[w] }
+			       : (struct pick){ x, logits + (size_t)w * (size_t)n_vocab, n_vocab, 0, true };
 		w++;
 	}
-	/* the picks on the model's threads (the pass is over), then each gen
-	 * takes its token in row order */
-	lynn_pool_run(e->model->pool, w, pick_row, picks);
+	/* the picks on the model's threads (the pass is over; made already on
+	 * the device), then each gen takes its token in row order */
+	if (!dev)
+		lynn_pool_run(e->model->pool, w, pick_row, picks);
 	const double now = lynn_now();
 	for (int64_t j = 0; j < w && !rc; j++)
 		rc = gen_take(picks[j].g, &picks[j], now, err);
@@ -540,6 +557,8 @@ out:
 	free(ids);
 	free(want);
 	free(logits);
+	free(dev_id);
+	free(dev_fin);
 	return rc;
 }
 

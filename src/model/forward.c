@@ -553,8 +553,9 @@ static int forward_chunk(struct lynn_model *m, struct lynn_arena *ar, int64_t n,
 	return 0;
 }
 
-int lynn_model_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
-		       const int32_t *ids, const bool *want, float *logits, struct lynn_err *err)
+/* the rows' ids and sequences before a pass changes anything */
+static int check_rows(const struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+		      const int32_t *ids, struct lynn_err *err)
 {
 	for (int64_t i = 0; i < n; i++) {
 		if (ids[i] < 0 || ids[i] >= m->V)
@@ -564,6 +565,37 @@ int lynn_model_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *
 			return lynn_errf(err, -LYNN_EINVAL, "model: row %lld: sequence of another model",
 					 (long long)i);
 	}
+	return 0;
+}
+
+bool lynn_model_picks_on_device(const struct lynn_model *m)
+{
+	return m->cuda != NULL;
+}
+
+int lynn_model_forward_greedy(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+			      const int32_t *ids, const bool *want, int32_t *picks, bool *finite,
+			      struct lynn_err *err)
+{
+	int rc = check_rows(m, n, seqs, ids, err);
+	if (rc)
+		return rc;
+#ifdef LYNN_CUDA
+	if (m->cuda)
+		return lynn_cuda_forward_greedy(m, n, seqs, ids, want, picks, finite, err);
+#endif
+	(void)want;
+	(void)picks;
+	(void)finite;
+	return lynn_errf(err, -LYNN_EUNSUPPORTED, "model: greedy picks on the device need the CUDA runner");
+}
+
+int lynn_model_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+		       const int32_t *ids, const bool *want, float *logits, struct lynn_err *err)
+{
+	int rc0 = check_rows(m, n, seqs, ids, err);
+	if (rc0)
+		return rc0;
 #ifdef LYNN_CUDA
 	if (m->cuda)
 		return lynn_cuda_forward(m, n, seqs, ids, want, logits, err);

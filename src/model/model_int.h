@@ -119,6 +119,17 @@ struct lynn_model *lynn_model_open_gguf(const char *path, const struct lynn_mode
 					struct lynn_err *err);
 bool lynn_model_path_is_gguf(const char *path);
 
+/* lynn_model_forward, but for each wanted row only the token
+ * lynn_sample_greedy would pick from its logits (picks) and whether all of
+ * them are finite (finite), made where the logits are: on the CUDA runner
+ * a step then brings back 8 bytes a row instead of the vocabulary's logits.
+ * Only for models on a device (lynn_model_picks_on_device); elsewhere
+ * -LYNN_EUNSUPPORTED. */
+bool lynn_model_picks_on_device(const struct lynn_model *m);
+int lynn_model_forward_greedy(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+			      const int32_t *ids, const bool *want, int32_t *picks, bool *finite,
+			      struct lynn_err *err);
+
 /* kernels/runner.cu (built with CUDA only; call sites are under
  * LYNN_CUDA): the same forward pass on one CUDA device. model_init copies
  * every weight to the device (m->cuda); a model with m->cuda keeps its
@@ -133,6 +144,13 @@ void lynn_cuda_seq_free(struct lynn_seq *s);
 void lynn_cuda_seq_reset(struct lynn_seq *s);
 int lynn_cuda_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
 		      const int32_t *ids, const bool *want, float *logits, struct lynn_err *err);
+/* lynn_model_forward_greedy on the device; lynn_cuda_greedy: the same picks
+ * over host logits ([rows][V]), the kernels' test against lynn_sample_greedy. */
+int lynn_cuda_forward_greedy(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+			     const int32_t *ids, const bool *want, int32_t *picks, bool *finite,
+			     struct lynn_err *err);
+int lynn_cuda_greedy(const float *logits, int64_t rows, int V, int32_t *picks, bool *finite,
+		     struct lynn_err *err);
 int lynn_cuda_lora_upload(struct lin *l, struct lynn_err *err);
 void lynn_cuda_lora_drop(struct lin *l);
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lynn/engine.h"
 #include "lynn/model.h"
 #include "lynn/sample.h"
 #ifdef LYNN_CUDA
@@ -131,12 +132,13 @@ int main(int argc, char **argv)
 	for (int k = 0; k < nt; k++) {
 		int T = tl[k];
 		struct lynn_err err = { 0 };
-		struct lynn_model_opts o = { .n_threads = T };
-		struct lynn_model *m = lynn_model_open(argv[1], &o, &err);
-		if (!m) {
+		struct lynn_engine_opts o = { .n_threads = T };
+		struct lynn_engine *e = lynn_engine_open(argv[1], &o, &err);
+		if (!e) {
 			fprintf(stderr, "bench_runner: %s\n", err.msg);
 			return 2;
 		}
+		struct lynn_model *m = lynn_engine_model(e);
 		bool gpu = !strcmp(lynn_model_device(m), "cuda");
 		double bw = 0, rbw = 0;
 #ifdef LYNN_CUDA
@@ -148,8 +150,10 @@ int main(int argc, char **argv)
 			rbw = stream_read(T);
 		}
 		int V = lynn_model_n_vocab(m);
-		int32_t *ids = malloc((size_t)P * sizeof *ids);
-		for (int i = 0; i < P; i++)
+		/* P prompt ids, and at least 8 x 16 for the batched prompts */
+		int np = P > 128 ? P : 128;
+		int32_t *ids = malloc((size_t)np * sizeof *ids);
+		for (int i = 0; i < np; i++)
 			ids[i] = (int32_t)((i * 7919 + 13) % V);
 		float *lg = malloc((size_t)V * sizeof *lg);
 		struct lynn_seq *s = lynn_seq_create(m, &err);
@@ -212,11 +216,44 @@ int main(int argc, char **argv)
 				lynn_seq_free(bs[b]);
 			free(blg);
 		}
+		/* The engine's greedy decode, as lynn generate and lynn serve run
+		 * it (ignoring end-of-generation ids): 1 and 8 sequences. On a
+		 * device it makes the greedy picks there, so the logits do not
+		 * come back to the host (lynn_model_forward_greedy). */
+		for (int B = 1; B <= 8; B *= 8) {
+			struct lynn_gen_opts go = { .max_tokens = D + 1, .ignore_eos = true };
+			lynn_sample_params_init(&go.sample); /* greedy */
+			struct lynn_gen *gs[8];
+			double best = 1e30;
+			for (int rep = 0; rep < 2; rep++) {
+				for (int b = 0; b < B; b++)
+					if (!(gs[b] = lynn_gen_create(e, ids + 16 * b, 16, &go, &err))) {
+						fprintf(stderr, "bench_runner: %s\n", err.msg);
+						return 3;
+					}
+				/* the prompts and the first token, then D decode steps */
+				double t0 = 0;
+				for (int step = 0; step <= D; step++) {
+					if (step == 1)
+						t0 = now_s();
+					if (lynn_engine_step(e, gs, (size_t)B, 0, &err)) {
+						fprintf(stderr, "bench_runner: %s\n", err.msg);
+						return 3;
+					}
+				}
+				if (now_s() - t0 < best)
+					best = now_s() - t0;
+				for (int b = 0; b < B; b++)
+					lynn_gen_free(gs[b]);
+			}
+			printf("threads %d: engine greedy decode of %d sequence%s: %.2f tok/s in all\n", T, B,
+			       B > 1 ? "s" : "", B * D / best);
+		}
 		fflush(stdout);
 		free(ids);
 		free(lg);
 		lynn_seq_free(s);
-		lynn_model_close(m);
+		lynn_engine_close(e);
 	}
 	return 0;
 }
