@@ -216,13 +216,21 @@ int main(int argc, char **argv)
 				lynn_seq_free(bs[b]);
 			free(blg);
 		}
-		/* The engine's greedy decode, as lynn generate and lynn serve run
-		 * it (ignoring end-of-generation ids): 1 and 8 sequences. On a
-		 * device it makes the greedy picks there, so the logits do not
-		 * come back to the host (lynn_model_forward_greedy). */
-		for (int B = 1; B <= 8; B *= 8) {
+		/* The engine's decode, as lynn generate and lynn serve run it
+		 * (ignoring end-of-generation ids): 1 and 8 sequences, greedy and
+		 * sampled (temperature 0.7, top-p 0.95). Greedy on a device makes
+		 * the picks there, so the logits do not come back to the host
+		 * (lynn_model_forward_greedy). */
+		for (int run = 0; run < 4; run++) {
+			const int B = run & 1 ? 8 : 1;
+			const bool sampled = run >= 2;
 			struct lynn_gen_opts go = { .max_tokens = D + 1, .ignore_eos = true };
 			lynn_sample_params_init(&go.sample); /* greedy */
+			if (sampled) {
+				go.sample.temperature = 0.7f;
+				go.sample.top_p = 0.95f;
+				go.sample.seed = 1;
+			}
 			struct lynn_gen *gs[8];
 			double best = 1e30;
 			for (int rep = 0; rep < 2; rep++) {
@@ -246,8 +254,8 @@ int main(int argc, char **argv)
 				for (int b = 0; b < B; b++)
 					lynn_gen_free(gs[b]);
 			}
-			printf("threads %d: engine greedy decode of %d sequence%s: %.2f tok/s in all\n", T, B,
-			       B > 1 ? "s" : "", B * D / best);
+			printf("threads %d: engine %s decode of %d sequence%s: %.2f tok/s in all\n", T,
+			       sampled ? "sampled (T 0.7, top-p 0.95)" : "greedy", B, B > 1 ? "s" : "", B * D / best);
 		}
 		fflush(stdout);
 		free(ids);
