@@ -83,6 +83,26 @@ int main(int argc, char **argv)
 		       time_picks(s, lg, 20, &sink));
 		lynn_sampler_free(s);
 	}
+	/* The worst case for top-p: nearly flat logits (a random model's, or a
+	 * high temperature), where the nucleus is most of the vocabulary. No
+	 * peer line. */
+	for (int i = 0; i < V; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		lg[i] = (float)((double)(x >> 11) * 0x1.0p-53 * 0.5);
+	}
+	struct lynn_sample_params p;
+	lynn_sample_params_init(&p);
+	p.temperature = 0.7f;
+	p.top_p = 0.95f;
+	p.seed = 1;
+	struct lynn_sampler *s = lynn_sampler_create(&p, V, &err);
+	if (!s) {
+		fprintf(stderr, "bench_sample: %s\n", err.msg);
+		return 3;
+	}
+	printf("sample, vocab %d, 1 thread: temperature 0.7, top-p 0.95 over nearly flat logits (in [0, 0.5)): "
+	       "%.1f us a pick\n", V, time_picks(s, lg, 5, &sink));
+	lynn_sampler_free(s);
 	free(lg);
 	return sink == 42; /* keep the picks */
 }
