@@ -593,15 +593,14 @@ int lynn_model_forward_greedy(struct lynn_model *m, int64_t n, struct lynn_seq *
 int lynn_model_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
 		       const int32_t *ids, const bool *want, float *logits, struct lynn_err *err)
 {
-	int rc0 = check_rows(m, n, seqs, ids, err);
-	if (rc0)
-		return rc0;
+	int rc = check_rows(m, n, seqs, ids, err);
+	if (rc)
+		return rc;
 #ifdef LYNN_CUDA
 	if (m->cuda)
 		return lynn_cuda_forward(m, n, seqs, ids, want, logits, err);
 #endif
 	struct lynn_arena ar = { m->arena, m->arena_cap, 0 };
-	int rc = 0;
 	for (int64_t r0 = 0; r0 < n; r0 += CHUNK_ROWS) {
 		int64_t nc = LYNN_MIN(CHUNK_ROWS, n - r0), nw = 0;
 		rc = forward_chunk(m, &ar, nc, seqs + r0, ids + r0, want ? want + r0 : NULL, logits, &nw, err);
