@@ -328,6 +328,46 @@ END_TEST
 
 /* ===== sampler ===== */
 
+/* The sampler's weights e^x (x <= 0) against libm's double exp rounded to
+ * float: within 2 ulp at 2 million points of [-87, 0] and at the ends; 0
+ * below -87 and for -inf. And +inf logits share all the mass. */
+START_TEST(test_expf_neg)
+{
+	double worst = 0;
+	uint64_t st = 5;
+	for (int i = 0; i <= 2000000; i++) {
+		float x;
+		if (i < 2000000) {
+			st = st * 6364136223846793005ull + 1442695040888963407ull;
+			x = -87.0f * (float)(st >> 40) / (float)(1 << 24);
+		} else {
+			x = 0.0f;
+		}
+		const float want = (float)exp((double)x), got = lynn_expf_neg(x);
+		const double ulp = (double)nextafterf(want, INFINITY) - want;
+		const double e = fabs((double)got - want) / ulp;
+		worst = e > worst ? e : worst;
+	}
+	fprintf(stderr, "lynn_expf_neg: worst %.2f ulp over [-87, 0]\n", worst);
+	ck_assert_msg(worst <= 2.0, "worst %.2f ulp", worst);
+	ck_assert(lynn_expf_neg(0.0f) == 1.0f);
+	ck_assert(lynn_expf_neg(-88.0f) == 0.0f && lynn_expf_neg(-INFINITY) == 0.0f);
+	struct lynn_err err = { 0 };
+	struct lynn_sample_params p;
+	lynn_sample_params_init(&p);
+	p.temperature = 1.0f;
+	p.seed = 3;
+	float lg[4] = { 1.0f, INFINITY, 50.0f, INFINITY };
+	struct lynn_sampler *s = lynn_sampler_create(&p, 4, &err);
+	int hits[4] = { 0 };
+	for (int i = 0; i < 400; i++)
+		hits[lynn_sampler_sample(s, lg)]++;
+	ck_assert_msg(hits[0] == 0 && hits[2] == 0 && hits[1] > 150 && hits[3] > 150, "%d %d %d %d", hits[0],
+		      hits[1], hits[2], hits[3]);
+	lynn_sampler_free(s);
+}
+END_TEST
+
 START_TEST(test_sampler)
 {
 	struct lynn_err err = { 0 };
@@ -395,11 +435,10 @@ START_TEST(test_sampler)
 }
 END_TEST
 
-/* greedy on edge inputs: lowest index on ties, NaN never wins (unless at
- * index 0, which nothing beats, as in a plain scan), lengths off the
- * 8-lane blocks */
-/* argmax edge cases: ties, NaN at 0 and elsewhere, -inf, lengths off the
- * 8-lane blocks (also the device's greedy picks' cases) */
+/* greedy on edge inputs: lowest index on ties (+0 and -0 tie), NaN never
+ * wins (unless at index 0, which nothing beats, as in a plain scan), -inf
+ * and +inf, lengths off the 8-lane blocks; also the cases of the device's
+ * greedy picks (test_cuda_greedy_picks) */
 static const struct {
 	float v[11];
 	int n, want;
@@ -921,6 +960,7 @@ Suite *model_suite(void)
 	tcase_add_test(tc, test_batched_decode);
 	tcase_add_loop_test(tc, test_greedy_matches_hf_generate, 0, 4);
 	tcase_add_test(tc, test_missing_expert_refused);
+	tcase_add_test(tc, test_expf_neg);
 	tcase_add_test(tc, test_sampler);
 	tcase_add_test(tc, test_sample_greedy_edges);
 	tcase_add_test(tc, test_sampler_large_vocab);

@@ -36,5 +36,8 @@ void lynn_sampler_free(struct lynn_sampler *s);
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits);
 /* argmax (lowest index on ties). */
 int32_t lynn_sample_greedy(const float *logits, int n);
+/* e^x for x <= 0, the sampler's weights: float operations only, so the same
+ * bits on every machine; within 2 ulp of e^x, 0 below -87 and for -inf. */
+float lynn_expf_neg(float x);
 
 #endif

@@ -17,6 +17,7 @@ struct lynn_sampler {
 	int n;
 	uint64_t st[4];
 	struct cand *c;
+	float *w; /* the candidates' weights, contiguous (the exp loop vectorises) */
 };
 
 void lynn_sample_params_init(struct lynn_sample_params *p)
@@ -63,9 +64,11 @@ struct lynn_sampler *lynn_sampler_create(const struct lynn_sample_params *p, int
 		return NULL;
 	}
 	s = calloc(1, sizeof *s);
-	if (s)
+	if (s) {
 		s->c = malloc((size_t)n_vocab * sizeof *s->c);
-	if (!s || !s->c) {
+		s->w = malloc((size_t)n_vocab * sizeof *s->w);
+	}
+	if (!s || !s->c || !s->w) {
 		lynn_sampler_free(s);
 		lynn_errf(err, -LYNN_ENOMEM, "sample: out of memory");
 		return NULL;
@@ -83,6 +86,7 @@ void lynn_sampler_free(struct lynn_sampler *s)
 	if (!s)
 		return;
 	free(s->c);
+	free(s->w);
 	free(s);
 }
 
@@ -110,6 +114,44 @@ int32_t lynn_sample_greedy(const float *logits, int n)
 			return i;
 	return 0;
 }
+
+/* e^x for x <= 0 in float operations only (range reduction by ln 2 in two
+ * parts, a degree-7 polynomial on |r| <= ln 2 / 2, the power of two put in
+ * the exponent field), so the weights are the same bits on every machine
+ * (C11 compiles without contracting into FMAs); within 2 ulp of e^x
+ * (test_expf_neg); 0 below -87 (e^-87 is 1.6e-38, the smallest normal
+ * float's order) and for -inf. The range test and the zeroing are done on
+ * the bits (integer compares cannot raise FP exceptions, so the compiler
+ * turns them into selects and the loops over it vectorise). */
+static inline float expf_neg(float x)
+{
+	const float big = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+	const uint32_t lim = 0xC2AE0000u; /* -87.0f; below 0, larger bits are more negative */
+	uint32_t xb, yb;
+	float xc, two_k, y;
+	memcpy(&xb, &x, sizeof xb);
+	const uint32_t in = xb < lim, cb = in ? xb : lim;
+	memcpy(&xc, &cb, sizeof xc);
+	const float k = (xc * 1.44269504f + big) - big; /* round(x / ln 2) */
+	const float r = (xc - k * 0.693359375f) - k * -2.12194440e-4f;
+	float q = 1.0f / 5040;
+	q = q * r + 1.0f / 720;
+	q = q * r + 1.0f / 120;
+	q = q * r + 1.0f / 24;
+	q = q * r + 1.0f / 6;
+	q = q * r + 0.5f;
+	q = q * r + 1.0f;
+	q = q * r + 1.0f;
+	const uint32_t kb = (uint32_t)((int32_t)k + 127) << 23;
+	memcpy(&two_k, &kb, sizeof two_k);
+	y = q * two_k;
+	memcpy(&yb, &y, sizeof yb);
+	yb &= 0u - in;
+	memcpy(&y, &yb, sizeof y);
+	return y;
+}
+
+float lynn_expf_neg(float x) { return expf_neg(x); }
 
 /* the candidates' order: descending logit, ascending id on ties */
 static bool before(const struct cand *x, const struct cand *y)
@@ -236,15 +278,24 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 	if (p->temperature <= 0.0f)
 		return lynn_sample_greedy(logits, s->n);
 	struct cand *c = s->c;
+	float *w = s->w;
 	int n = 0;
 	if (p->top_k > 0) {
 		n = heap_first(c, logits, s->n, p->top_k, p->temperature);
 	} else {
+		/* the divisions first, in blocks of 8 (a fixed trip count
+		 * vectorises at -O2), then the rest */
+		int i = 0;
+		for (; i + 8 <= s->n; i += 8)
+			for (int j = 0; j < 8; j++)
+				w[i + j] = logits[i + j] / p->temperature;
+		for (; i < s->n; i++)
+			w[i] = logits[i] / p->temperature;
 		for (int i = 0; i < s->n; i++) {
 			if (!(logits[i] > -INFINITY))
 				continue;
 			c[n].x = logits[i];
-			c[n].l = logits[i] / p->temperature;
+			c[n].l = w[i];
 			c[n].id = i;
 			n++;
 		}
@@ -253,14 +304,41 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 		return lynn_sample_greedy(logits, s->n);
 	/* unnormalised probabilities exp(l - max), the best exactly 1; the
 	 * cuts below compare against their sum instead of dividing by it */
-	float top = c[0].l;
-	for (int i = 1; i < n; i++)
-		top = c[i].l > top ? c[i].l : top;
-	double sum = 0.0;
-	for (int i = 0; i < n; i++) {
-		c[i].p = (float)exp((double)c[i].l - top);
-		sum += c[i].p;
+	float lane[8], top = c[0].l;
+	int i0 = 0;
+	for (int j = 0; j < 8; j++)
+		lane[j] = c[0].l;
+	for (; i0 + 8 <= n; i0 += 8) /* 8 independent maxima */
+		for (int j = 0; j < 8; j++)
+			lane[j] = c[i0 + j].l > lane[j] ? c[i0 + j].l : lane[j];
+	for (; i0 < n; i0++)
+		top = c[i0].l > top ? c[i0].l : top;
+	for (int j = 0; j < 8; j++)
+		top = lane[j] > top ? lane[j] : top;
+	for (int i = 0; i < n; i++)
+		w[i] = c[i].l - top;
+	if (top == INFINITY) /* +inf logits share all the mass */
+		for (int i = 0; i < n; i++)
+			w[i] = c[i].l == INFINITY;
+	else { /* blocks of 8 (a fixed trip count vectorises at -O2), then the rest */
+		int i = 0;
+		for (; i + 8 <= n; i += 8)
+			for (int j = 0; j < 8; j++)
+				w[i + j] = expf_neg(w[i + j]);
+		for (; i < n; i++)
+			w[i] = expf_neg(w[i]);
 	}
+	double part[8] = { 0 }, sum = 0.0; /* 8 running sums, added in a fixed order */
+	int i8 = 0;
+	for (; i8 + 8 <= n; i8 += 8)
+		for (int j = 0; j < 8; j++)
+			part[j] += w[i8 + j];
+	for (int j = 0; j < 8; j++)
+		sum += part[j];
+	for (; i8 < n; i8++)
+		sum += w[i8];
+	for (int i = 0; i < n; i++)
+		c[i].p = w[i];
 	if (p->top_p < 1.0f) { /* smallest prefix with mass >= top_p (at least one) */
 		double need = p->top_p * sum;
 		/* Candidates under thr hold at most half the mass top-p leaves out
@@ -284,11 +362,26 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 				swap_cand(&c[i], &c[keep++]);
 		n = keep;
 	}
+	/* the draw: the survivors' mass in blocks of 8 (the blocks' sums are
+	 * independent, so only one add a block waits on the one before), then
+	 * the block where the running sum passes u, one by one */
+	double *bs = (double *)w; /* the weights are in c now; w holds n / 8 doubles */
+	int nb = n / 8;
 	sum = 0.0;
-	for (int i = 0; i < n; i++)
+	for (int b = 0; b < nb; b++) {
+		double t = 0.0;
+		for (int j = 0; j < 8; j++)
+			t += c[8 * b + j].p;
+		bs[b] = t;
+		sum += t;
+	}
+	for (int i = 8 * nb; i < n; i++)
 		sum += c[i].p;
 	double u = next_unit(s->st) * sum, acc = 0.0;
-	for (int i = 0; i < n; i++) {
+	int i = 0;
+	for (int b = 0; b < nb && u >= acc + bs[b]; b++, i += 8)
+		acc += bs[b];
+	for (; i < n; i++) {
 		acc += c[i].p;
 		if (u < acc)
 			return c[i].id;
