@@ -17,7 +17,8 @@ struct lynn_sampler {
 	int n;
 	uint64_t st[4];
 	struct cand *c;
-	float *w; /* the candidates' weights, contiguous (the exp loop vectorises) */
+	float *w;   /* the candidates' weights, contiguous (the exp loop vectorises) */
+	double *bs; /* the draw's sums of 8 weights */
 };
 
 void lynn_sample_params_init(struct lynn_sample_params *p)
@@ -67,8 +68,9 @@ struct lynn_sampler *lynn_sampler_create(const struct lynn_sample_params *p, int
 	if (s) {
 		s->c = malloc((size_t)n_vocab * sizeof *s->c);
 		s->w = malloc((size_t)n_vocab * sizeof *s->w);
+		s->bs = malloc(((size_t)n_vocab / 8 + 1) * sizeof *s->bs);
 	}
-	if (!s || !s->c || !s->w) {
+	if (!s || !s->c || !s->w || !s->bs) {
 		lynn_sampler_free(s);
 		lynn_errf(err, -LYNN_ENOMEM, "sample: out of memory");
 		return NULL;
@@ -87,6 +89,7 @@ void lynn_sampler_free(struct lynn_sampler *s)
 		return;
 	free(s->c);
 	free(s->w);
+	free(s->bs);
 	free(s);
 }
 
@@ -365,7 +368,7 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 	/* the draw: the survivors' mass in blocks of 8 (the blocks' sums are
 	 * independent, so only one add a block waits on the one before), then
 	 * the block where the running sum passes u, one by one */
-	double *bs = (double *)w; /* the weights are in c now; w holds n / 8 doubles */
+	double *bs = s->bs;
 	int nb = n / 8;
 	sum = 0.0;
 	for (int b = 0; b < nb; b++) {
