@@ -19,7 +19,15 @@ struct lynn_sampler {
 	struct cand *c;
 	float *w;   /* the candidates' weights, contiguous (the exp loop vectorises) */
 	double *bs; /* the draw's sums of 8 weights */
+	double *bmass; /* top-p: the weights' mass and count by bucket (MASS_BUCKETS) */
+	int *bcnt;
 };
+
+/* top-p's buckets of the weights: a weight's float bits >> MASS_SHIFT, its
+ * exponent and 5 mantissa bits (weights lie in [0, 1]). A larger weight
+ * comes from a larger logit, so the buckets keep the candidates' order. */
+#define MASS_SHIFT 18
+#define MASS_BUCKETS ((0x3F800000u >> MASS_SHIFT) + 1)
 
 void lynn_sample_params_init(struct lynn_sample_params *p)
 {
@@ -69,8 +77,10 @@ struct lynn_sampler *lynn_sampler_create(const struct lynn_sample_params *p, int
 		s->c = malloc((size_t)n_vocab * sizeof *s->c);
 		s->w = malloc((size_t)n_vocab * sizeof *s->w);
 		s->bs = malloc(((size_t)n_vocab / 8 + 1) * sizeof *s->bs);
+		s->bmass = malloc(MASS_BUCKETS * sizeof *s->bmass);
+		s->bcnt = malloc(MASS_BUCKETS * sizeof *s->bcnt);
 	}
-	if (!s || !s->c || !s->w || !s->bs) {
+	if (!s || !s->c || !s->w || !s->bs || !s->bmass || !s->bcnt) {
 		lynn_sampler_free(s);
 		lynn_errf(err, -LYNN_ENOMEM, "sample: out of memory");
 		return NULL;
@@ -90,6 +100,8 @@ void lynn_sampler_free(struct lynn_sampler *s)
 	free(s->c);
 	free(s->w);
 	free(s->bs);
+	free(s->bmass);
+	free(s->bcnt);
 	free(s);
 }
 
@@ -271,6 +283,50 @@ static int select_mass(struct cand *c, int n, double mass)
 	return lo; /* as above */
 }
 
+static inline uint32_t mass_bucket(float p)
+{
+	uint32_t b;
+	memcpy(&b, &p, sizeof b);
+	return b >> MASS_SHIFT;
+}
+
+/* select_mass over c[0, n) with weights w[i] = c[i].p: the buckets of the
+ * weights, highest first, until their mass reaches `need`; the buckets
+ * above are all in and go to the front, then the crossing bucket's
+ * candidates, among which select_mass finds the rest. Two passes over the
+ * candidates however flat the weights; for more candidates than a few
+ * times the buckets (clearing them costs what a pass does). */
+static int select_mass_buckets(struct lynn_sampler *s, struct cand *c, const float *w, int n, double need)
+{
+	double *mass = s->bmass, above = 0.0;
+	int *cnt = s->bcnt;
+	memset(mass, 0, MASS_BUCKETS * sizeof *mass);
+	memset(cnt, 0, MASS_BUCKETS * sizeof *cnt);
+	for (int i = 0; i < n; i++) {
+		const uint32_t b = mass_bucket(w[i]);
+		mass[b] += w[i];
+		cnt[b]++;
+	}
+	int cross = -1;
+	for (int b = (int)MASS_BUCKETS - 1; b >= 0 && cross < 0; b--) {
+		if (above + mass[b] >= need)
+			cross = b;
+		else
+			above += mass[b];
+	}
+	if (cross < 0) /* short of it by rounding only: all of them */
+		return n;
+	int front = 0;
+	for (int i = 0; i < n; i++)
+		if (mass_bucket(c[i].p) > (uint32_t)cross)
+			swap_cand(&c[i], &c[front++]);
+	int mid = front;
+	for (int i = front; i < n; i++)
+		if (mass_bucket(c[i].p) == (uint32_t)cross)
+			swap_cand(&c[i], &c[mid++]);
+	return front + select_mass(c + front, mid - front, need - above);
+}
+
 /* Selection, not a sort of the whole vocabulary: top-k keeps a heap of k
  * in one pass, top-p partitions (linear time), min-p is one pass,
  * and the draw walks the survivors in the order selection left them (the
@@ -343,20 +399,8 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 	for (int i = 0; i < n; i++)
 		c[i].p = w[i];
 	if (p->top_p < 1.0f) { /* smallest prefix with mass >= top_p (at least one) */
-		double need = p->top_p * sum;
-		/* Candidates under thr hold at most half the mass top-p leaves out
-		 * and come after every other in order, so when the rest reaches
-		 * `need` (it does unless rounding says otherwise) the prefix lies
-		 * among the rest: only those are partitioned. */
-		float thr = (float)((sum - need) / (2.0 * n));
-		int keep = 0;
-		double kept = 0.0;
-		for (int i = 0; i < n; i++)
-			if (c[i].p >= thr) {
-				kept += c[i].p;
-				swap_cand(&c[i], &c[keep++]);
-			}
-		n = select_mass(c, kept >= need ? keep : n, need);
+		n = n > 4 * (int)MASS_BUCKETS ? select_mass_buckets(s, c, w, n, p->top_p * sum)
+					      : select_mass(c, n, p->top_p * sum);
 	}
 	if (p->min_p > 0.0f) { /* drop p < min_p * p_max (p_max is 1 here) */
 		int keep = 0;
