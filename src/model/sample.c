@@ -328,7 +328,8 @@ static int select_mass_buckets(struct lynn_sampler *s, struct cand *c, const flo
 }
 
 /* Selection, not a sort of the whole vocabulary: top-k keeps a heap of k
- * in one pass, top-p partitions (linear time), min-p is one pass,
+ * in one pass, top-p buckets the weights and partitions the crossing
+ * bucket by mass (linear time), min-p is one pass,
  * and the draw walks the survivors in the order selection left them (the
  * same on every machine). */
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
