@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "lynn/err.h"
 
@@ -36,8 +37,41 @@ void lynn_sampler_free(struct lynn_sampler *s);
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits);
 /* argmax (lowest index on ties). */
 int32_t lynn_sample_greedy(const float *logits, int n);
-/* e^x for x <= 0, the sampler's weights: float operations only, so the same
- * bits on every machine; within 2 ulp of e^x, 0 below -87 and for -inf. */
-float lynn_expf_neg(float x);
+/* e^x for x <= 0, the sampler's weights (and the engine's log-softmax), in
+ * float operations only (range reduction by ln 2 in two parts, a degree-7
+ * polynomial on |r| <= ln 2 / 2, the power of two put in the exponent
+ * field), so the same bits on every machine (C11 compiles without
+ * contracting into FMAs); within 2 ulp of e^x (test_expf_neg); 0 below -87
+ * (e^-87 is 1.6e-38, the smallest normal float's order) and for -inf. The
+ * range test and the zeroing are done on the bits (integer compares cannot
+ * raise FP exceptions, so the compiler turns them into selects), and it is
+ * inline, so loops over it vectorise. */
+static inline float lynn_expf_neg(float x)
+{
+	const float big = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+	const uint32_t lim = 0xC2AE0000u; /* -87.0f; below 0, larger bits are more negative */
+	uint32_t xb, yb;
+	float xc, two_k, y;
+	memcpy(&xb, &x, sizeof xb);
+	const uint32_t in = xb < lim, cb = in ? xb : lim;
+	memcpy(&xc, &cb, sizeof xc);
+	const float k = (xc * 1.44269504f + big) - big; /* round(x / ln 2) */
+	const float r = (xc - k * 0.693359375f) - k * -2.12194440e-4f;
+	float q = 1.0f / 5040;
+	q = q * r + 1.0f / 720;
+	q = q * r + 1.0f / 120;
+	q = q * r + 1.0f / 24;
+	q = q * r + 1.0f / 6;
+	q = q * r + 0.5f;
+	q = q * r + 1.0f;
+	q = q * r + 1.0f;
+	const uint32_t kb = (uint32_t)((int32_t)k + 127) << 23;
+	memcpy(&two_k, &kb, sizeof two_k);
+	y = q * two_k;
+	memcpy(&yb, &y, sizeof yb);
+	yb &= 0u - in;
+	memcpy(&y, &yb, sizeof y);
+	return y;
+}
 
 #endif

@@ -130,44 +130,6 @@ int32_t lynn_sample_greedy(const float *logits, int n)
 	return 0;
 }
 
-/* e^x for x <= 0 in float operations only (range reduction by ln 2 in two
- * parts, a degree-7 polynomial on |r| <= ln 2 / 2, the power of two put in
- * the exponent field), so the weights are the same bits on every machine
- * (C11 compiles without contracting into FMAs); within 2 ulp of e^x
- * (test_expf_neg); 0 below -87 (e^-87 is 1.6e-38, the smallest normal
- * float's order) and for -inf. The range test and the zeroing are done on
- * the bits (integer compares cannot raise FP exceptions, so the compiler
- * turns them into selects and the loops over it vectorise). */
-static inline float expf_neg(float x)
-{
-	const float big = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-	const uint32_t lim = 0xC2AE0000u; /* -87.0f; below 0, larger bits are more negative */
-	uint32_t xb, yb;
-	float xc, two_k, y;
-	memcpy(&xb, &x, sizeof xb);
-	const uint32_t in = xb < lim, cb = in ? xb : lim;
-	memcpy(&xc, &cb, sizeof xc);
-	const float k = (xc * 1.44269504f + big) - big; /* round(x / ln 2) */
-	const float r = (xc - k * 0.693359375f) - k * -2.12194440e-4f;
-	float q = 1.0f / 5040;
-	q = q * r + 1.0f / 720;
-	q = q * r + 1.0f / 120;
-	q = q * r + 1.0f / 24;
-	q = q * r + 1.0f / 6;
-	q = q * r + 0.5f;
-	q = q * r + 1.0f;
-	q = q * r + 1.0f;
-	const uint32_t kb = (uint32_t)((int32_t)k + 127) << 23;
-	memcpy(&two_k, &kb, sizeof two_k);
-	y = q * two_k;
-	memcpy(&yb, &y, sizeof yb);
-	yb &= 0u - in;
-	memcpy(&y, &yb, sizeof y);
-	return y;
-}
-
-float lynn_expf_neg(float x) { return expf_neg(x); }
-
 /* the candidates' order: descending logit, ascending id on ties */
 static bool before(const struct cand *x, const struct cand *y)
 {
@@ -384,9 +346,9 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 		int i = 0;
 		for (; i + 8 <= n; i += 8)
 			for (int j = 0; j < 8; j++)
-				w[i + j] = expf_neg(w[i + j]);
+				w[i + j] = lynn_expf_neg(w[i + j]);
 		for (; i < n; i++)
-			w[i] = expf_neg(w[i]);
+			w[i] = lynn_expf_neg(w[i]);
 	}
 	double part[8] = { 0 }, sum = 0.0; /* 8 running sums, added in a fixed order */
 	int i8 = 0;
