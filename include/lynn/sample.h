@@ -37,6 +37,12 @@ void lynn_sampler_free(struct lynn_sampler *s);
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits);
 /* argmax (lowest index on ties). */
 int32_t lynn_sample_greedy(const float *logits, int n);
+/* The largest non-NaN value of v[0, n) (-inf if none), in 8 independent
+ * lanes. */
+float lynn_max_f32(const float *v, int n);
+/* log(sum of e^v[i]), through the maximum and lynn_expf_neg in blocks of 8
+ * (the engine's log-softmax for logprobs). */
+double lynn_log_sum_exp(const float *v, int n);
 /* e^x for x <= 0, the sampler's weights (and the engine's log-softmax), in
  * float operations only (range reduction by ln 2 in two parts, a degree-7
  * polynomial on |r| <= ln 2 / 2, the power of two put in the exponent

@@ -359,31 +359,10 @@ static void gen_end(struct lynn_gen *g, enum lynn_gen_finish why, double now)
  * LYNN_MAX_TOP_LOGPROBS; lower id first on ties), in double. */
 static void logprob_of(const float *logits, int n, int32_t id, int k, struct lynn_gen_logprob *out)
 {
-	/* the maximum and the sum of e^(l - max) in 8 lanes, blocks of 8 (they
-	 * vectorise); e^x is the sampler's float one (within 2 ulp) */
-	float lane[8], mx = -INFINITY;
-	double part[8] = { 0 }, sum = 0;
-	int i = 0;
-	for (int j = 0; j < 8; j++)
-		lane[j] = -INFINITY;
-	for (; i + 8 <= n; i += 8)
-		for (int j = 0; j < 8; j++)
-			lane[j] = logits[i + j] > lane[j] ? logits[i + j] : lane[j];
-	for (; i < n; i++)
-		mx = logits[i] > mx ? logits[i] : mx;
-	for (int j = 0; j < 8; j++)
-		mx = lane[j] > mx ? lane[j] : mx;
-	for (i = 0; i + 8 <= n; i += 8)
-		for (int j = 0; j < 8; j++)
-			part[j] += lynn_expf_neg(logits[i + j] - mx);
-	for (; i < n; i++)
-		sum += lynn_expf_neg(logits[i] - mx);
-	for (int j = 0; j < 8; j++)
-		sum += part[j];
-	const double lse = (double)mx + log(sum);
+	const double lse = lynn_log_sum_exp(logits, n);
 	out->logprob = (float)((double)logits[id] - lse);
 	out->n_top = 0;
-	for (i = 0; i < n && k > 0; i++) { /* insertion into the sorted top k */
+	for (int i = 0; i < n && k > 0; i++) { /* insertion into the sorted top k */
 		int j = out->n_top;
 		if (j == k && logits[i] <= logits[out->top_ids[k - 1]])
 			continue;

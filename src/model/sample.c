@@ -105,26 +105,46 @@ void lynn_sampler_free(struct lynn_sampler *s)
 	free(s);
 }
 
-/* Two passes: the maximum in 8 independent lanes (no loop-carried
- * dependency on where it is), then its first index. NaNs never win, as in
- * a plain `>` scan, except a NaN at index 0, which nothing beats. */
+float lynn_max_f32(const float *v, int n)
+{
+	float m[8], best = -INFINITY;
+	int i = 0;
+	for (int j = 0; j < 8; j++)
+		m[j] = -INFINITY;
+	for (; i + 8 <= n; i += 8) /* 8 independent maxima: no loop-carried dependency */
+		for (int j = 0; j < 8; j++)
+			m[j] = v[i + j] > m[j] ? v[i + j] : m[j];
+	for (; i < n; i++)
+		best = v[i] > best ? v[i] : best;
+	for (int j = 0; j < 8; j++)
+		best = m[j] > best ? m[j] : best;
+	return best;
+}
+
+double lynn_log_sum_exp(const float *v, int n)
+{
+	const float mx = lynn_max_f32(v, n);
+	double part[8] = { 0 }, sum = 0.0;
+	int i = 0;
+	for (; i + 8 <= n; i += 8) /* blocks of 8: a fixed trip count vectorises at -O2 */
+		for (int j = 0; j < 8; j++)
+			part[j] += lynn_expf_neg(v[i + j] - mx);
+	for (; i < n; i++)
+		sum += lynn_expf_neg(v[i] - mx);
+	for (int j = 0; j < 8; j++)
+		sum += part[j];
+	return (double)mx + log(sum);
+}
+
+/* Two passes: the maximum (lynn_max_f32), then its first index. NaNs never
+ * win, as in a plain `>` scan, except a NaN at index 0, which nothing
+ * beats. */
 int32_t lynn_sample_greedy(const float *logits, int n)
 {
 	if (n <= 0 || isnan(logits[0]))
 		return 0;
-	float m[8], best;
-	int i = 0;
-	for (int j = 0; j < 8; j++)
-		m[j] = logits[0];
-	for (; i + 8 <= n; i += 8)
-		for (int j = 0; j < 8; j++)
-			m[j] = logits[i + j] > m[j] ? logits[i + j] : m[j];
-	best = m[0];
-	for (int j = 1; j < 8; j++)
-		best = m[j] > best ? m[j] : best;
-	for (; i < n; i++)
-		best = logits[i] > best ? logits[i] : best;
-	for (i = 0; i < n; i++)
+	const float best = lynn_max_f32(logits, n);
+	for (int i = 0; i < n; i++)
 		if (logits[i] == best)
 			return i;
 	return 0;
@@ -326,29 +346,19 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 		return lynn_sample_greedy(logits, s->n);
 	/* unnormalised probabilities exp(l - max), the best exactly 1; the
 	 * cuts below compare against their sum instead of dividing by it */
-	float lane[8], top = c[0].l;
-	int i0 = 0;
-	for (int j = 0; j < 8; j++)
-		lane[j] = c[0].l;
-	for (; i0 + 8 <= n; i0 += 8) /* 8 independent maxima */
-		for (int j = 0; j < 8; j++)
-			lane[j] = c[i0 + j].l > lane[j] ? c[i0 + j].l : lane[j];
-	for (; i0 < n; i0++)
-		top = c[i0].l > top ? c[i0].l : top;
-	for (int j = 0; j < 8; j++)
-		top = lane[j] > top ? lane[j] : top;
 	for (int i = 0; i < n; i++)
-		w[i] = c[i].l - top;
+		w[i] = c[i].l;
+	const float top = lynn_max_f32(w, n);
 	if (top == INFINITY) /* +inf logits share all the mass */
 		for (int i = 0; i < n; i++)
-			w[i] = c[i].l == INFINITY;
+			w[i] = w[i] == INFINITY;
 	else { /* blocks of 8 (a fixed trip count vectorises at -O2), then the rest */
 		int i = 0;
 		for (; i + 8 <= n; i += 8)
 			for (int j = 0; j < 8; j++)
-				w[i + j] = lynn_expf_neg(w[i + j]);
+				w[i + j] = lynn_expf_neg(w[i + j] - top);
 		for (; i < n; i++)
-			w[i] = lynn_expf_neg(w[i]);
+			w[i] = lynn_expf_neg(w[i] - top);
 	}
 	double part[8] = { 0 }, sum = 0.0; /* 8 running sums, added in a fixed order */
 	int i8 = 0;

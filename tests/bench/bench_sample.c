@@ -6,6 +6,10 @@
  * model's (a few high logits over a broad tail). The peer, numpy doing the
  * same selections, runs on the same logits in bench_sample_peer.py.
  *
+ * It also times lynn_log_sum_exp, the engine's log-softmax for logprobs.
+ * -DOLD_SAMPLER builds it against an older src/model/sample.c (see
+ * docs/benchmarks.md, "Sampling").
+ *
  *   build/bench_sample [logits.f32]   (writes the logits there for the peer) */
 #include <stdbool.h>
 #include <stdio.h>
@@ -59,6 +63,18 @@ int main(int argc, char **argv)
 	double g = time_picks(NULL, lg, 200, &sink);
 	printf("sample, vocab %d, 1 thread: greedy %.1f us a pick (reads the logits at %.1f GB/s)\n", V, g,
 	       V * sizeof *lg / g * 1e-3);
+#ifndef OLD_SAMPLER /* (an older sample.c built in for comparison has no lynn_log_sum_exp) */
+	double lse = 1e30, acc = 0;
+	for (int r = 0; r < 5; r++) { /* best of 5 runs of 20 */
+		double t0 = now();
+		for (int i = 0; i < 20; i++)
+			acc += lynn_log_sum_exp(lg, V);
+		double us = (now() - t0) / 20 * 1e6;
+		lse = us < lse ? us : lse;
+	}
+	sink += acc > 0;
+	printf("sample, vocab %d, 1 thread: log-sum-exp (the engine's logprobs) %.1f us\n", V, lse);
+#endif
 	/* flat: the worst case for top-p, nearly flat logits (a random model's,
 	 * or a high temperature), where the nucleus is most of the vocabulary;
 	 * it comes last and has no peer line */

@@ -3,8 +3,9 @@
 248,320 logits, the way a Python serving script picks tokens: np.argmax for
 greedy; for sampling, np.argpartition for top-k, a descending sort of the
 kept logits, softmax, cumsum for top-p, one draw (transformers' TopK/TopP
-warpers do the same with torch.topk and a full sort). Best of 5, microseconds
-a pick, single thread."""
+warpers do the same with torch.topk and a full sort); the log-sum-exp of a
+log-softmax; and the flat-logits row on numpy's own uniform draw. Best of 5,
+microseconds a pick, single thread."""
 import os
 import sys
 import time
@@ -43,11 +44,20 @@ def main():
     rng = np.random.default_rng(1)
     print("numpy %s, vocab %d, 1 thread: greedy (np.argmax) %.1f us a pick" %
           (np.__version__, lg.size, best(lambda: int(np.argmax(lg)), 200)))
-    for name, t, k, p in (("temperature 0.7, top-k 20, top-p 0.8", 0.7, 20, 0.8),
-                          ("temperature 0.7, top-p 0.95", 0.7, 0, 0.95),
-                          ("temperature 1", 1.0, 0, 1.0)):
+
+    def lse():
+        m = lg.max()
+        return m + np.log(np.exp(lg - m).sum())
+    print("numpy, vocab %d, 1 thread: log-sum-exp %.1f us" % (lg.size, best(lse, 20)))
+    # the last row: nearly flat logits, uniform in [0, 0.5) as bench_sample's (another draw)
+    flat = (np.random.default_rng(7).random(lg.size) * 0.5).astype(np.float32)
+    for name, x, t, k, p in (("temperature 0.7, top-k 20, top-p 0.8", lg, 0.7, 20, 0.8),
+                             ("temperature 0.7, top-p 0.95", lg, 0.7, 0, 0.95),
+                             ("temperature 1", lg, 1.0, 0, 1.0),
+                             ("temperature 0.7, top-p 0.95 over nearly flat logits (in [0, 0.5))",
+                              flat, 0.7, 0, 0.95)):
         print("numpy, vocab %d, 1 thread: %s: %.1f us a pick" %
-              (lg.size, name, best(lambda: pick(lg, t, k, p, rng), 20)))
+              (lg.size, name, best(lambda: pick(x, t, k, p, rng), 20)))
 
 
 if __name__ == "__main__":
