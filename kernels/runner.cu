@@ -43,6 +43,38 @@ extern "C" {
 #define ATT_WARPS 8        /* warps splitting one head's positions */
 #define MAX_HD 512         /* attention head dim (multiple of 32) */
 
+/* ===== launches =====
+ * Every kernel here is launched with programmatic stream serialization
+ * (unless LYNN_CUDA_NO_PDL is set at open): it may be scheduled as soon as
+ * the kernel before it on the stream has started, and it waits for that
+ * kernel's end (griddepcontrol.wait, which returns at once for a kernel
+ * launched plainly) before it reads or writes anything, so a decode step's
+ * short kernels do not each pay a launch after the one before has ended. */
+static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+static __device__ __forceinline__ void pdl_enter(void)
+{
+	lynn_pdl_trigger();
+	pdl_wait();
+}
+
+template <typename... KP, typename... AP>
+static void launch(bool pdl, void (*k)(KP...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+		   AP... args)
+{
+	cudaLaunchAttribute at;
+	at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at.val.programmaticStreamSerializationAllowed = 1;
+	cudaLaunchConfig_t cfg = {};
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = st;
+	cfg.attrs = &at;
+	cfg.numAttrs = pdl ? 1 : 0;
+	cudaLaunchKernelEx(&cfg, k, args...); /* errors: launch_check's cudaGetLastError */
+}
+
 /* ===== the model on the device ===== */
 
 struct dlin {                      /* one linear */
@@ -68,6 +100,7 @@ struct dlayer {
 	struct dlin q, k, v, o, qkv, z, b, a, out, router, sg, su, sd, sgate;
 	struct dbank eg, eu, ed;
 	struct dbank egu;          /* NVFP4 gate and up as one [E, 2I, H] bank (up_gate_up), eg/eu then unset */
+	bool shx;                  /* the shared expert is expert E of egu and ed (sg, su, sd point there) */
 	bool elora;                /* adapters on some routed experts (note_expert_lora) */
 };
 
@@ -106,6 +139,8 @@ struct lynn_cuda_model {
 	int n_graphs;
 	bool graphs_off;           /* LYNN_CUDA_NO_GRAPHS set at open */
 	bool fused_mlp_off;        /* LYNN_CUDA_NO_FUSED_MLP set at open: gate and up as two banks */
+	bool shared_bank_off;      /* LYNN_CUDA_NO_SHARED_BANK set at open: the shared expert on its own */
+	bool pdl_off;              /* LYNN_CUDA_NO_PDL set at open: plain launches (launch) */
 	bool elora_any, elora_known; /* dlayer.elora as of adapters generation elora_gen */
 	unsigned elora_gen;
 };
@@ -191,31 +226,35 @@ static int up_lin(struct lynn_cuda_model *c, struct dlin *d, const struct lin *l
 /* One bank for all E experts: expert e's rows are its parts' rows stacked,
  * parts[0][e] then parts[1][e] ... (np 1: one projection; np 2: [gate; up]
  * as one NVFP4 bank, which takes part 0's tensor multiplier: the caller has
- * checked that the parts share it). */
+ * checked that the parts share it). With `extra` (np linears of the
+ * experts' shapes: the shared expert) the bank has E + 1 experts, extra
+ * the last. */
 static int up_bank(struct lynn_cuda_model *c, struct dbank *b, const struct lin *const *parts, int np,
-		   int E, struct lynn_err *err)
+		   int E, const struct lin *const *extra, struct lynn_err *err)
 {
 	const struct lin *l0 = &parts[0][0];
+	const int En = E + (extra != NULL); /* the bank's experts */
+#define PART(h, e) ((e) < E ? &parts[h][e] : extra[h])
 	memset(b, 0, sizeof *b);
 	b->n = np * l0->n_out;
 	b->k = l0->n_in;
 	b->nv = l0->is_nv;
 	b->dt = l0->dt;
 	for (int h = 0; h < np; h++)
-		for (int e = 0; e < E; e++) {
-			const struct lin *l = &parts[h][e];
+		for (int e = 0; e < En; e++) {
+			const struct lin *l = PART(h, e);
 			if (l->is_gg || l->is_nv != b->nv || (!b->nv && l->dt != b->dt))
 				return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: '%s': experts of mixed or GGUF "
 						 "formats run on the CPU only (--device cpu)", l->name);
 		}
 	if (!b->nv) {
 		size_t pb = dense_bytes(b->dt, l0->n_out, b->k); /* one part */
-		char *d = (char *)dev_alloc(c, NULL, pb * np * E, err);
+		char *d = (char *)dev_alloc(c, NULL, pb * np * En, err);
 		if (!d)
 			return ERRC(err);
-		for (int e = 0; e < E; e++)
+		for (int e = 0; e < En; e++)
 			for (int h = 0; h < np; h++)
-				LYNN_CUDA_TRY(cudaMemcpy(d + pb * (np * e + h), parts[h][e].w, pb,
+				LYNN_CUDA_TRY(cudaMemcpy(d + pb * (np * e + h), PART(h, e)->w, pb,
 							 cudaMemcpyHostToDevice));
 		b->w = d;
 		return 0;
@@ -224,50 +263,88 @@ static int up_bank(struct lynn_cuda_model *c, struct dbank *b, const struct lin 
 		return lynn_errf(err, -LYNN_EUNSUPPORTED, "cuda: '%s': NVFP4 with %lld columns (the kernels "
 				 "need a multiple of 32)", l0->name, (long long)b->k);
 	size_t pb = (size_t)l0->n_out * b->k / 2, sb = (size_t)l0->n_out * b->k / 16; /* one part */
-	uint8_t *p = (uint8_t *)dev_alloc(c, NULL, pb * np * E, err);
-	uint8_t *s = p ? (uint8_t *)dev_alloc(c, NULL, sb * np * E, err) : NULL;
-	float *a = s ? (float *)dev_alloc(c, NULL, sizeof(float) * E, err) : NULL;
+	uint8_t *p = (uint8_t *)dev_alloc(c, NULL, pb * np * En, err);
+	uint8_t *s = p ? (uint8_t *)dev_alloc(c, NULL, sb * np * En, err) : NULL;
+	float *a = s ? (float *)dev_alloc(c, NULL, sizeof(float) * En, err) : NULL;
 	if (!a)
 		return ERRC(err);
-	float *alpha = (float *)malloc(sizeof(float) * E);
+	float *alpha = (float *)malloc(sizeof(float) * En);
 	if (!alpha)
 		return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
 	int rc = 0;
-	for (int e = 0; e < E && !rc; e++) {
-		alpha[e] = parts[0][e].nv.alpha;
+	for (int e = 0; e < En && !rc; e++) {
+		alpha[e] = PART(0, e)->nv.alpha;
 		for (int h = 0; h < np && !rc; h++) {
-			const struct lin *l = &parts[h][e];
+			const struct lin *l = PART(h, e);
 			size_t at = (size_t)(np * e + h);
 			if (cudaMemcpy(p + pb * at, l->nv.packed, pb, cudaMemcpyHostToDevice) != cudaSuccess ||
 			    cudaMemcpy(s + sb * at, l->nv.scales, sb, cudaMemcpyHostToDevice) != cudaSuccess)
 				rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts of '%s' failed", l->name);
 		}
 	}
-	if (!rc && cudaMemcpy(a, alpha, sizeof(float) * E, cudaMemcpyHostToDevice) != cudaSuccess)
+	if (!rc && cudaMemcpy(a, alpha, sizeof(float) * En, cudaMemcpyHostToDevice) != cudaSuccess)
 		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the experts' scales failed");
 	free(alpha);
-	b->q = (struct lynn_cuda_nvfp4_weight){ p, s, a, b->n, b->k, E };
+	b->q = (struct lynn_cuda_nvfp4_weight){ p, s, a, b->n, b->k, En };
 	return rc;
+#undef PART
 }
 
-/* The experts' gate and up projections: as one bank of [gate; up] per
- * expert when both are NVFP4 with one tensor multiplier per expert and H, I
- * multiples of 128 (what lynn_cuda_nvfp4_moe_mlp runs: gate/up, SwiGLU and
- * down in two launches; quantize --nvfp4 shares the global scale of fused
- * groups, so its checkpoints qualify), else as two banks (and with
- * LYNN_CUDA_NO_FUSED_MLP set). */
-static int up_gate_up(struct lynn_cuda_model *c, struct dlayer *D, const struct lin *g, const struct lin *u,
-		      int E, struct lynn_err *err)
+/* d: part h (of np) of expert e of NVFP4 bank b, in place (no copy) */
+static void bank_lin(struct dlin *d, const struct dbank *b, int e, int h, int np, const struct lin *host)
 {
-	bool fuse = D->ed.nv && g[0].n_in % 128 == 0 && g[0].n_out % 128 == 0 && !c->fused_mlp_off;
+	const int64_t rows = b->n / np, at = (int64_t)np * e + h;
+	memset(d, 0, sizeof *d);
+	d->host = host;
+	d->nv = true;
+	d->n = d->q.n = rows;
+	d->k = d->q.k = b->k;
+	d->q.d_packed = b->q.d_packed + at * rows * (b->k / 2);
+	d->q.d_scales = b->q.d_scales + at * rows * (b->k / 16);
+	d->q.d_alpha = b->q.d_alpha + e;
+}
+
+/* Whether expert (or shared expert) e's gate g, up u and down d fit the
+ * expert MLP call: NVFP4, gate and up with one tensor multiplier, the
+ * shapes of expert 0 (g0, d0) with H and I multiples of 128. */
+static bool mlp_fits(const struct lin *g, const struct lin *u, const struct lin *d, const struct lin *g0,
+		     const struct lin *d0)
+{
+	return g->is_nv && u->is_nv && d->is_nv && g->nv.alpha == u->nv.alpha && g0->n_in % 128 == 0 &&
+	       g0->n_out % 128 == 0 && g->n_out == g0->n_out && u->n_out == g0->n_out &&
+	       g->n_in == g0->n_in && u->n_in == g0->n_in && d->n_out == d0->n_out && d->n_in == d0->n_in;
+}
+
+/* The experts' MLPs: gate and up as one bank of [gate; up] per expert when
+ * every expert fits the expert MLP call (lynn_cuda_nvfp4_moe_mlp: gate/up,
+ * SwiGLU and down in two launches; quantize --nvfp4 shares the global scale
+ * of fused groups, so its checkpoints qualify), and then the shared expert
+ * too as expert E of the banks when it fits, so that one call runs it with
+ * the routed ones (D->shx; not with LYNN_CUDA_NO_SHARED_BANK set); else two
+ * banks (and with LYNN_CUDA_NO_FUSED_MLP set). */
+static int up_experts(struct lynn_cuda_model *c, struct dlayer *D, const struct layer *L, int E,
+		      struct lynn_err *err)
+{
+	bool fuse = !c->fused_mlp_off;
 	for (int e = 0; e < E && fuse; e++)
-		fuse = g[e].is_nv && u[e].is_nv && g[e].n_out == g[0].n_out && u[e].n_out == g[0].n_out &&
-		       g[e].n_in == g[0].n_in && u[e].n_in == g[0].n_in && g[e].nv.alpha == u[e].nv.alpha;
-	const struct lin *parts[2] = { g, u };
-	if (fuse)
-		return up_bank(c, &D->egu, parts, 2, E, err);
-	int rc = up_bank(c, &D->eg, parts, 1, E, err);
-	return rc ? rc : up_bank(c, &D->eu, parts + 1, 1, E, err);
+		fuse = mlp_fits(&L->eg[e], &L->eu[e], &L->ed[e], &L->eg[0], &L->ed[0]);
+	D->shx = fuse && !c->shared_bank_off && mlp_fits(&L->sg, &L->su, &L->sd, &L->eg[0], &L->ed[0]);
+	const struct lin *parts[3] = { L->eg, L->eu, L->ed }, *sgu[2] = { &L->sg, &L->su }, *sd[1] = { &L->sd };
+	int rc = up_bank(c, &D->ed, parts + 2, 1, E, D->shx ? sd : NULL, err);
+	if (rc)
+		return rc;
+	if (!fuse) {
+		rc = up_bank(c, &D->eg, parts, 1, E, NULL, err);
+		return rc ? rc : up_bank(c, &D->eu, parts + 1, 1, E, NULL, err);
+	}
+	if ((rc = up_bank(c, &D->egu, parts, 2, E, D->shx ? sgu : NULL, err)))
+		return rc;
+	if (!D->shx)
+		return 0;
+	bank_lin(&D->sg, &D->egu, E, 0, 2, &L->sg);
+	bank_lin(&D->su, &D->egu, E, 1, 2, &L->su);
+	bank_lin(&D->sd, &D->ed, E, 0, 1, &L->sd);
+	return 0;
 }
 
 extern "C" bool lynn_cuda_usable(void)
@@ -310,6 +387,8 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 	m->cuda = c;
 	c->graphs_off = getenv("LYNN_CUDA_NO_GRAPHS") != NULL;
 	c->fused_mlp_off = getenv("LYNN_CUDA_NO_FUSED_MLP") != NULL;
+	c->shared_bank_off = getenv("LYNN_CUDA_NO_SHARED_BANK") != NULL;
+	c->pdl_off = getenv("LYNN_CUDA_NO_PDL") != NULL;
 	int rc = 0, nl = m->cfg.n_layers;
 	LYNN_CUDA_TRY(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
 	c->L = (struct dlayer *)calloc((size_t)nl, sizeof *c->L);
@@ -349,11 +428,11 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 			    !(D->gnorm = dev_vec(c, L->gnorm, m->dv, err)))
 				return ERRC(err);
 		}
-		if ((rc = up_lin(c, &D->router, &L->router, err)) || (rc = up_lin(c, &D->sg, &L->sg, err)) ||
-		    (rc = up_lin(c, &D->su, &L->su, err)) || (rc = up_lin(c, &D->sd, &L->sd, err)) ||
-		    (rc = up_lin(c, &D->sgate, &L->sgate, err)) ||
-		    (rc = up_bank(c, &D->ed, &L->ed, 1, m->E, err)) ||
-		    (rc = up_gate_up(c, D, L->eg, L->eu, m->E, err)))
+		if ((rc = up_lin(c, &D->router, &L->router, err)) ||
+		    (rc = up_lin(c, &D->sgate, &L->sgate, err)) || (rc = up_experts(c, D, L, m->E, err)))
+			return rc;
+		if (!D->shx && ((rc = up_lin(c, &D->sg, &L->sg, err)) || (rc = up_lin(c, &D->su, &L->su, err)) ||
+				(rc = up_lin(c, &D->sd, &L->sd, err))))
 			return rc;
 	}
 	LYNN_CUDA_TRY(cudaDeviceSynchronize());
@@ -576,6 +655,13 @@ __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__
 	int lane = threadIdx.x & 31;
 	int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	int g = blockIdx.y;
+	/* a decode step's plain linear: its weight row into L2 while the
+	 * kernel before ends (the weights are constant; the slots' experts are
+	 * known only after the wait), for grids of about a wave */
+	if (!ids && r < N && M <= GRAPH_MAX_ROWS && gridDim.x <= 2048)
+		for (int64_t b = (int64_t)lane * 128; b < K * (int64_t)sizeof(T); b += 32 * 128)
+			asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(W + r * K) + b));
+	pdl_wait();
 	if (r >= N)
 		return;
 	const T *w = W + (ids ? (int64_t)ids[g] : 0) * w_estride + r * K;
@@ -611,7 +697,7 @@ __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__
 template <typename T>
 __global__ void k_embed(const T *E, const int *ids, int64_t H, float *x)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	int i = blockIdx.x;
 	const T *row = E + (int64_t)ids[i] * H;
 	for (int64_t d = threadIdx.x; d < H; d += blockDim.x)
@@ -627,7 +713,7 @@ __global__ void k_embed(const T *E, const int *ids, int64_t H, float *x)
 __global__ void k_rmsnorm(float *x, const float *add, const int *rows, const float *w, int H, float eps,
 			  float *y, __nv_bfloat16 *yb)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	__shared__ float red[33];
 	int i = blockIdx.x, t = threadIdx.x, bd = blockDim.x;
 	float *xr = x + (int64_t)(rows ? rows[i] : i) * H;
@@ -688,14 +774,6 @@ static unsigned rms_threads(int64_t H)
 	return (unsigned)(t < 256 ? 256 : t > 1024 ? 1024 : t);
 }
 
-__global__ void k_to_bf16(const float *x, int64_t n, __nv_bfloat16 *y)
-{
-	lynn_pdl_trigger();
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (int64_t)gridDim.x * blockDim.x)
-		y[i] = __float2bfloat16(x[i]);
-}
-
 /* Attention inputs, one block per (row, head): heads 0..nh-1 are the query
  * heads of P (RMSNorm + RoPE in place), nh..nh+nkv-1 the key heads (norm +
  * RoPE, then written with the value head into the row's cache slot). */
@@ -704,7 +782,7 @@ __global__ void k_qk_prep(float *P, const float *Kx, const float *Vx, const int6
 			  const float *q_norm, const float *k_norm, const float *inv_freq, int nh, int nkv,
 			  int hd, int rot, float eps)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	__shared__ float red[33];
 	__shared__ float v[MAX_HD];
 	int i = blockIdx.x, h = blockIdx.y, kvw = nkv * hd;
@@ -748,9 +826,10 @@ __global__ void k_qk_prep(float *P, const float *Kx, const float *Vx, const int6
  * keeps hd / 32 <= NC output elements in registers. */
 template <int NC>
 __global__ void k_attn(const float *P, const int64_t *pos, float *const *const *row_kc,
-		       float *const *const *row_vc, int li, int nh, int nkv, int hd, float *O)
+		       float *const *const *row_vc, int li, int nh, int nkv, int hd, float *O,
+		       __nv_bfloat16 *Ob)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	__shared__ float q[MAX_HD];
 	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
 	__shared__ float wo[ATT_WARPS][MAX_HD];
@@ -810,7 +889,9 @@ __global__ void k_attn(const float *P, const int64_t *pos, float *const *const *
 		for (int u = 0; u < ATT_WARPS; u++)
 			if (wm[u] != -INFINITY)
 				acc += wo[u][j] * expf(wm[u] - M);
-		O[((int64_t)i * nh + h) * hd + j] = acc / L * sigmoid_d(gate[j]);
+		const float v = acc / L * sigmoid_d(gate[j]);
+		O[((int64_t)i * nh + h) * hd + j] = v;
+		Ob[((int64_t)i * nh + h) * hd + j] = __float2bfloat16(v);
 	}
 }
 
@@ -819,7 +900,7 @@ __global__ void k_attn(const float *P, const int64_t *pos, float *const *const *
 __global__ void k_conv(const float *U, float *C, const int *seq_rows, const int *seq_start,
 		       float *const *const *seq_conv, int li, const float *W, int K, int cd)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	int s = blockIdx.x, ch = blockIdx.y * blockDim.x + threadIdx.x;
 	if (ch >= cd)
 		return;
@@ -851,9 +932,9 @@ template <int DK>
 __global__ void k_delta(const float *C, const float *Z, const float *Bv, const float *Av,
 			const int *seq_rows, const int *seq_start, float *const *const *seq_rec, int li,
 			const float *neg_a, const float *dt_bias, const float *gnorm, int Hk, int Hv,
-			int dk, int dv, int cd, float eps, float *O2)
+			int dk, int dv, int cd, float eps, float *O2, __nv_bfloat16 *O2b)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	constexpr int P = delta_split<DK>::P, SL = DK > 0 ? DK / P : 1;
 	extern __shared__ float sh[]; /* qn[dk], kn[dk] */
 	__shared__ float red[33];
@@ -922,7 +1003,9 @@ __global__ void k_delta(const float *C, const float *Z, const float *Bv, const f
 		float r = 1.0f / sqrtf(ss / (float)dv + eps);
 		if (lead) {
 			float z = Z[(int64_t)i * Hv * dv + (int64_t)h * dv + j];
-			O2[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = gnorm[j] * (o * r) * silu_d(z);
+			const float v = gnorm[j] * (o * r) * silu_d(z);
+			O2[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = v;
+			O2b[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = __float2bfloat16(v);
 		}
 		__syncthreads(); /* qn/kn of the next row */
 	}
@@ -936,13 +1019,18 @@ __global__ void k_delta(const float *C, const float *Z, const float *Bv, const f
 /* Router: softmax over all E experts, top-k (descending, lower index first
  * on ties, as torch.topk), the k probabilities renormalised; `ord` lists a
  * row's slots by ascending expert id (the order HF's index_add_ sums in).
+ * With shared >= 0 (the shared expert in the banks), row i's slot after the
+ * rows' routed ones, sele[rows * k + i], is that expert.
  * One warp a row (launch with 32 threads): lane l owns experts l, l + 32,
  * ... in shared memory, so the k rounds of the top-k need no barrier. */
-__global__ void k_route(const float *R, int E, int k, int *sele, float *selp, float *selw, int *ord)
+__global__ void k_route(const float *R, int E, int k, int shared, int *sele, float *selp, float *selw,
+			int *ord)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	extern __shared__ float p[];
 	int i = blockIdx.x, lane = threadIdx.x;
+	if (shared >= 0 && lane == 0)
+		sele[gridDim.x * k + i] = shared;
 	const float *r = R + (int64_t)i * E;
 	float mx = -INFINITY;
 	for (int e = lane; e < E; e += 32) {
@@ -1000,13 +1088,14 @@ __global__ void k_route(const float *R, int E, int k, int *sele, float *selp, fl
 	}
 }
 
-/* Each slot's row of x (bf16), for the grouped NVFP4 products. */
-__global__ void k_gather_bf16(const __nv_bfloat16 *x, int k, int64_t H, __nv_bfloat16 *xg)
+/* Each slot's row of x (bf16), for the grouped NVFP4 products: the nk
+ * routed slots (k a row), then one a row for the shared expert. */
+__global__ void k_gather_bf16(const __nv_bfloat16 *x, int k, int nk, int64_t H, __nv_bfloat16 *xg)
 {
-	lynn_pdl_trigger();
-	int g = blockIdx.x;
+	pdl_enter();
+	const int g = blockIdx.x, row = g < nk ? g / k : g - nk;
 	for (int64_t d = threadIdx.x; d < H; d += blockDim.x)
-		xg[(int64_t)g * H + d] = x[(int64_t)(g / k) * H + d];
+		xg[(int64_t)g * H + d] = x[(int64_t)row * H + d];
 }
 
 /* act = silu(gate) * up over n values in rows of `cols` (f32 and bf16,
@@ -1014,7 +1103,7 @@ __global__ void k_gather_bf16(const __nv_bfloat16 *x, int k, int64_t H, __nv_bfl
 __global__ void k_swiglu(const float *G, const float *U, int64_t ld, int64_t cols, int64_t n, float *A,
 			 __nv_bfloat16 *Ab)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x) {
 		int64_t at = i / cols * ld + i % cols;
@@ -1032,7 +1121,7 @@ __global__ void k_swiglu(const float *G, const float *U, int64_t ld, int64_t col
 __global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const int *ord,
 			  const float *SG, const float *YS, int k, int64_t H)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	int i = blockIdx.x;
 	int64_t d = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
 	if (d >= H)
@@ -1087,7 +1176,7 @@ __device__ __forceinline__ void greedy_warp(float &bv, int &bi)
  * (INT_MAX: none but NaNs) and finiteness */
 __global__ void k_greedy_part(const float *logits, int V, float *pv, int *pi, int *pf)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	__shared__ float sv[8];
 	__shared__ int si[8], sf[8];
 	const float *l = logits + (int64_t)blockIdx.y * V;
@@ -1124,7 +1213,7 @@ __global__ void k_greedy_part(const float *logits, int V, float *pv, int *pi, in
 __global__ void k_greedy_end(const float *logits, int V, const float *pv, const int *pi,
 			     const int *pf, int *out)
 {
-	lynn_pdl_trigger();
+	pdl_enter();
 	const int r = blockIdx.x, t = threadIdx.x;
 	float bv = -INFINITY;
 	int bi = INT_MAX, fin = 1;
@@ -1143,10 +1232,10 @@ __global__ void k_greedy_end(const float *logits, int V, const float *pv, const 
 /* the picks of rows logits (on the device, [rows][V]) into out (device, 2
  * ints a row) on stream st */
 static void greedy_rows(const float *logits, int64_t rows, int V, float *pv, int *pi, int *pf,
-			int *out, cudaStream_t st)
+			int *out, cudaStream_t st, bool pdl)
 {
-	k_greedy_part<<<dim3(GREEDY_BLOCKS, (unsigned)rows), 256, 0, st>>>(logits, V, pv, pi, pf);
-	k_greedy_end<<<(unsigned)rows, 32, 0, st>>>(logits, V, pv, pi, pf, out);
+	launch(pdl, k_greedy_part, dim3(GREEDY_BLOCKS, (unsigned)rows), 256, 0, st, logits, V, pv, pi, pf);
+	launch(pdl, k_greedy_end, (unsigned)rows, 32, 0, st, logits, V, pv, pi, pf, out);
 }
 
 /* ===== the pass ===== */
@@ -1167,7 +1256,8 @@ struct scratch {
 static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scratch *s, int64_t n,
 		   int64_t nw, int max_rank)
 {
-	size_t f = sizeof(float), b = sizeof(__nv_bfloat16), nk = (size_t)n * m->topk;
+	/* nk routed slots; the shared expert's rows after them (D->shx) */
+	size_t f = sizeof(float), b = sizeof(__nv_bfloat16), nk = (size_t)n * m->topk, nks = nk + n;
 	size_t big = LYNN_MAX((size_t)m->nh * m->hd, (size_t)m->Hv * m->dv);
 	a->used = 0;
 	s->x = (float *)lynn_carve(a, n * m->H * f);
@@ -1189,7 +1279,7 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->Gg = (float *)lynn_carve(a, nk * 2 * m->I * f); /* [slot][gate; up] for a fused bank */
 	s->Ug = (float *)lynn_carve(a, nk * m->I * f);
 	s->act = (float *)lynn_carve(a, nk * m->I * f);
-	s->Yg = (float *)lynn_carve(a, nk * m->H * f);
+	s->Yg = (float *)lynn_carve(a, nks * m->H * f);
 	s->HSg = (float *)lynn_carve(a, n * m->Is * f);
 	s->HSu = (float *)lynn_carve(a, n * m->Is * f);
 	s->HSa = (float *)lynn_carve(a, n * m->Is * f);
@@ -1200,10 +1290,10 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->xnb = (__nv_bfloat16 *)lynn_carve(a, n * m->H * b);
 	s->Ob = (__nv_bfloat16 *)lynn_carve(a, n * big * b);
 	s->O2b = s->Ob;
-	s->Xg = (__nv_bfloat16 *)lynn_carve(a, nk * m->H * b);
-	s->actb = (__nv_bfloat16 *)lynn_carve(a, nk * m->I * b);
+	s->Xg = (__nv_bfloat16 *)lynn_carve(a, nks * m->H * b);
+	s->actb = (__nv_bfloat16 *)lynn_carve(a, nks * m->I * b);
 	s->HSab = (__nv_bfloat16 *)lynn_carve(a, n * m->Is * b);
-	s->sele = (int *)lynn_carve(a, nk * sizeof(int));
+	s->sele = (int *)lynn_carve(a, nks * sizeof(int));
 	s->ord = (int *)lynn_carve(a, nk * sizeof(int));
 	size_t ng = (size_t)(nw > 0 ? nw : 1) * GREEDY_BLOCKS;
 	s->gv = (float *)lynn_carve(a, ng * f);
@@ -1242,6 +1332,7 @@ struct pass {
 	cudaStream_t st;
 	struct lynn_err *err;
 	bool picks;                /* the wanted rows' greedy picks after the logits */
+	bool pdl;                  /* launches with programmatic stream serialization (launch) */
 };
 
 static int launch_check(struct pass *p, const char *what)
@@ -1268,17 +1359,16 @@ static int gemv(struct pass *p, enum lynn_dtype dt, const void *w, int64_t w_est
 		return 0;
 	switch (dt) {
 	case LYNN_DTYPE_BF16:
-		k_gemv<__nv_bfloat16><<<grid, 256, 0, p->st>>>((const __nv_bfloat16 *)w, w_estride, ids, x_div,
-							       x, ldx, x_gstride, m, n, k, y, ldy,
-							       y_gstride, scale, acc);
+		launch(p->pdl, k_gemv<__nv_bfloat16>, grid, 256, 0, p->st, (const __nv_bfloat16 *)w, w_estride,
+		       ids, x_div, x, ldx, x_gstride, m, n, k, y, ldy, y_gstride, scale, acc);
 		break;
 	case LYNN_DTYPE_F16:
-		k_gemv<__half><<<grid, 256, 0, p->st>>>((const __half *)w, w_estride, ids, x_div, x, ldx,
-							x_gstride, m, n, k, y, ldy, y_gstride, scale, acc);
+		launch(p->pdl, k_gemv<__half>, grid, 256, 0, p->st, (const __half *)w, w_estride, ids, x_div, x,
+		       ldx, x_gstride, m, n, k, y, ldy, y_gstride, scale, acc);
 		break;
 	case LYNN_DTYPE_F32:
-		k_gemv<float><<<grid, 256, 0, p->st>>>((const float *)w, w_estride, ids, x_div, x, ldx,
-						       x_gstride, m, n, k, y, ldy, y_gstride, scale, acc);
+		launch(p->pdl, k_gemv<float>, grid, 256, 0, p->st, (const float *)w, w_estride, ids, x_div, x,
+		       ldx, x_gstride, m, n, k, y, ldy, y_gstride, scale, acc);
 		break;
 	default:
 		return lynn_errf(p->err, -LYNN_EUNSUPPORTED, "cuda: weight dtype %s", lynn_dtype_name(dt));
@@ -1377,13 +1467,13 @@ static int attention(struct pass *p, int li, int64_t n)
 	    (rc = lin_run(p, &D->v, s->xn, s->xnb, (int)n, s->Vx)))
 		return rc;
 	int bt = LYNN_MIN(256, LYNN_MAX(32, m->hd));
-	k_qk_prep<<<dim3((unsigned)n, (unsigned)(m->nh + m->nkv)), bt, 0, p->st>>>(
-		s->P, s->Kx, s->Vx, s->pos, s->row_kc, s->row_vc, li, D->q_norm, D->k_norm,
-		p->c->inv_freq, m->nh, m->nkv, m->hd, m->cfg.rot_dim, (float)m->cfg.rms_eps);
+	launch(p->pdl, k_qk_prep, dim3((unsigned)n, (unsigned)(m->nh + m->nkv)), bt, 0, p->st, s->P, s->Kx,
+	       s->Vx, s->pos, s->row_kc, s->row_vc, li, D->q_norm, D->k_norm, p->c->inv_freq, m->nh, m->nkv,
+	       m->hd, m->cfg.rot_dim, (float)m->cfg.rms_eps);
 	dim3 ag((unsigned)n, (unsigned)m->nh);
 	int nc = m->hd / 32;
-#define ATTN(NC) k_attn<NC><<<ag, 32 * ATT_WARPS, 0, p->st>>>(s->P, s->pos, s->row_kc, s->row_vc, li, \
-							   m->nh, m->nkv, m->hd, s->O)
+#define ATTN(NC) launch(p->pdl, k_attn<NC>, ag, 32 * ATT_WARPS, 0, p->st, s->P, s->pos, s->row_kc, \
+			 s->row_vc, li, m->nh, m->nkv, m->hd, s->O, s->Ob)
 	if (nc <= 1)
 		ATTN(1);
 	else if (nc <= 2)
@@ -1395,8 +1485,6 @@ static int attention(struct pass *p, int li, int64_t n)
 	else
 		ATTN(MAX_HD / 32);
 #undef ATTN
-	int64_t no = n * m->nh * m->hd;
-	k_to_bf16<<<grid_for(no, 256), 256, 0, p->st>>>(s->O, no, s->Ob);
 	if ((rc = launch_check(p, "attention")))
 		return rc;
 	return lin_run(p, &D->o, s->O, s->Ob, (int)n, s->mix);
@@ -1413,16 +1501,15 @@ static int deltanet(struct pass *p, int li, int64_t n, int ns)
 	    (rc = lin_run(p, &D->b, s->xn, s->xnb, (int)n, s->Bv)) ||
 	    (rc = lin_run(p, &D->a, s->xn, s->xnb, (int)n, s->Av)))
 		return rc;
-	k_conv<<<dim3((unsigned)ns, (unsigned)((m->conv_dim + 127) / 128)), 128, 0, p->st>>>(
-		s->U, s->C, s->seq_rows, s->seq_start, s->seq_conv, li, D->conv_w, m->K, m->conv_dim);
+	launch(p->pdl, k_conv, dim3((unsigned)ns, (unsigned)((m->conv_dim + 127) / 128)), 128, 0, p->st, s->U,
+	       s->C, s->seq_rows, s->seq_start, s->seq_conv, li, D->conv_w, m->K, m->conv_dim);
 	bool reg128 = m->dk == 128 && m->dv * delta_split<128>::P <= 1024;
 	int P = reg128 ? delta_split<128>::P : 1, bt = (m->dv * P + 31) / 32 * 32;
 	dim3 dg((unsigned)ns, (unsigned)m->Hv);
 	size_t dsh = 2 * m->dk * sizeof(float);
-#define DELTA(DK) k_delta<DK><<<dg, bt, dsh, p->st>>>(s->C, s->Z, s->Bv, s->Av, s->seq_rows, s->seq_start, \
-						      s->seq_rec, li, D->neg_a, D->dt_bias, D->gnorm, m->Hk, \
-						      m->Hv, m->dk, m->dv, m->conv_dim, \
-						      (float)m->cfg.rms_eps, s->O2)
+#define DELTA(DK) launch(p->pdl, k_delta<DK>, dg, bt, dsh, p->st, s->C, s->Z, s->Bv, s->Av, s->seq_rows, \
+			  s->seq_start, s->seq_rec, li, D->neg_a, D->dt_bias, D->gnorm, m->Hk, m->Hv, \
+			  m->dk, m->dv, m->conv_dim, (float)m->cfg.rms_eps, s->O2, s->O2b)
 	switch (m->dk) { /* the model's 128, the test models' 16 */
 	case 16: DELTA(16); break;
 	case 128:
@@ -1434,8 +1521,6 @@ static int deltanet(struct pass *p, int li, int64_t n, int ns)
 	default: DELTA(0);
 	}
 #undef DELTA
-	int64_t no = n * m->Hv * m->dv;
-	k_to_bf16<<<grid_for(no, 256), 256, 0, p->st>>>(s->O2, no, s->O2b);
 	if ((rc = launch_check(p, "deltanet")))
 		return rc;
 	return lin_run(p, &D->out, s->O2, s->O2b, (int)n, s->mix);
@@ -1447,14 +1532,18 @@ static int moe(struct pass *p, int li, int64_t n)
 	const struct dlayer *D = &p->c->L[li];
 	struct scratch *s = &p->s;
 	int k = m->topk, G = (int)n * k, rc;
+	const struct layer *L = &m->layers[li];
+	bool elora = m->lora_on && D->elora, fused = D->egu.nv;
+	/* the shared expert as one more slot a row of the expert MLP call */
+	bool shx = D->shx && !elora &&
+		   !(m->lora_on && (L->sg.has_lora || L->su.has_lora || L->sd.has_lora));
+	int Gs = G + (shx ? (int)n : 0);
 	if ((rc = lin_run(p, &D->router, s->xn, s->xnb, (int)n, s->R)))
 		return rc;
-	k_route<<<(unsigned)n, 32, (size_t)m->E * sizeof(float), p->st>>>(s->R, m->E, k, s->sele, s->selp,
-									     s->selw, s->ord);
+	launch(p->pdl, k_route, (unsigned)n, 32, (size_t)m->E * sizeof(float), p->st, s->R, m->E, k,
+	       shx ? m->E : -1, s->sele, s->selp, s->selw, s->ord);
 	if ((rc = launch_check(p, "router")))
 		return rc;
-	const struct layer *L = &m->layers[li];
-	bool elora = m->lora_on && D->elora;
 	int *se = NULL;
 	float *sp = NULL;
 	if (m->route_fn || elora) { /* the choices on the host */
@@ -1475,12 +1564,11 @@ static int moe(struct pass *p, int li, int64_t n)
 	 * slot of a one-row pass */
 	const __nv_bfloat16 *xg = n == 1 ? s->xnb : s->Xg;
 	int64_t xg_stride = n == 1 ? 0 : m->H;
-	bool fused = D->egu.nv;
 	if ((fused || D->eg.nv || D->eu.nv) && n > 1)
-		k_gather_bf16<<<(unsigned)G, 256, 0, p->st>>>(s->xnb, k, m->H, s->Xg);
+		launch(p->pdl, k_gather_bf16, (unsigned)Gs, 256, 0, p->st, s->xnb, k, G, m->H, s->Xg);
 	int64_t na = (int64_t)G * m->I;
 	if (fused && !elora) {
-		rc = lynn_cuda_nvfp4_moe_mlp(&D->egu.q, &D->ed.q, s->sele, G, xg, xg_stride, 1, s->actb, s->Yg,
+		rc = lynn_cuda_nvfp4_moe_mlp(&D->egu.q, &D->ed.q, s->sele, Gs, xg, xg_stride, 1, s->actb, s->Yg,
 					     LYNN_CUDA_OUT_F32, p->st, p->err);
 	} else {
 		/* gate and up: a slot's [gate; up] row from a fused bank, else two arrays */
@@ -1493,7 +1581,8 @@ static int moe(struct pass *p, int li, int64_t n)
 		if (!rc && elora && !(rc = slot_lora(p, L->eg, se, G, k, s->xn, m->H, gate, ld)))
 			rc = slot_lora(p, L->eu, se, G, k, s->xn, m->H, up, ld);
 		if (!rc) {
-			k_swiglu<<<grid_for(na, 256), 256, 0, p->st>>>(gate, up, ld, m->I, na, s->act, s->actb);
+			launch(p->pdl, k_swiglu, grid_for(na, 256), 256, 0, p->st, gate, up, ld, m->I, na, s->act,
+			       s->actb);
 			if (!(rc = bank_run(p, &D->ed, G, 1, s->act, s->actb, m->I, s->Yg)) && elora)
 				rc = slot_lora(p, L->ed, se, G, 1, s->act, m->I, s->Yg, m->H);
 		}
@@ -1502,16 +1591,22 @@ static int moe(struct pass *p, int li, int64_t n)
 	free(sp);
 	if (rc)
 		return rc;
-	if ((rc = lin_run(p, &D->sg, s->xn, s->xnb, (int)n, s->HSg)) ||
-	    (rc = lin_run(p, &D->su, s->xn, s->xnb, (int)n, s->HSu)) ||
-	    (rc = lin_run(p, &D->sgate, s->xn, s->xnb, (int)n, s->SG)))
+	if ((rc = lin_run(p, &D->sgate, s->xn, s->xnb, (int)n, s->SG)))
 		return rc;
-	int64_t ns = n * m->Is;
-	k_swiglu<<<grid_for(ns, 256), 256, 0, p->st>>>(s->HSg, s->HSu, m->Is, m->Is, ns, s->HSa, s->HSab);
-	if ((rc = lin_run(p, &D->sd, s->HSa, s->HSab, (int)n, s->YS)))
-		return rc;
-	k_moe_sum<<<dim3((unsigned)n, (unsigned)((m->H + 255) / 256)), 256, 0, p->st>>>(
-		s->x, s->Yg, s->selw, s->ord, s->SG, s->YS, k, m->H);
+	const float *ys = s->Yg + (int64_t)G * m->H; /* the shared expert's rows (shx) */
+	if (!shx) {
+		int64_t ns = n * m->Is;
+		if ((rc = lin_run(p, &D->sg, s->xn, s->xnb, (int)n, s->HSg)) ||
+		    (rc = lin_run(p, &D->su, s->xn, s->xnb, (int)n, s->HSu)))
+			return rc;
+		launch(p->pdl, k_swiglu, grid_for(ns, 256), 256, 0, p->st, s->HSg, s->HSu, m->Is, m->Is, ns,
+		       s->HSa, s->HSab);
+		if ((rc = lin_run(p, &D->sd, s->HSa, s->HSab, (int)n, s->YS)))
+			return rc;
+		ys = s->YS;
+	}
+	launch(p->pdl, k_moe_sum, dim3((unsigned)n, (unsigned)((m->H + 255) / 256)), 256, 0, p->st, s->x,
+	       s->Yg, s->selw, s->ord, s->SG, ys, k, m->H);
 	return launch_check(p, "moe");
 }
 
@@ -1526,34 +1621,38 @@ static int record(struct pass *p, int64_t n, int ns, int64_t nw)
 	int rc;
 	switch (c->embed_dt) {
 	case LYNN_DTYPE_BF16:
-		k_embed<<<(unsigned)n, 256, 0, p->st>>>((const __nv_bfloat16 *)c->embed, s->ids, m->H, s->x);
+		launch(p->pdl, k_embed<__nv_bfloat16>, (unsigned)n, 256, 0, p->st,
+		       (const __nv_bfloat16 *)c->embed, s->ids, m->H, s->x);
 		break;
 	case LYNN_DTYPE_F16:
-		k_embed<<<(unsigned)n, 256, 0, p->st>>>((const __half *)c->embed, s->ids, m->H, s->x);
+		launch(p->pdl, k_embed<__half>, (unsigned)n, 256, 0, p->st, (const __half *)c->embed, s->ids,
+		       m->H, s->x);
 		break;
 	default:
-		k_embed<<<(unsigned)n, 256, 0, p->st>>>((const float *)c->embed, s->ids, m->H, s->x);
+		launch(p->pdl, k_embed<float>, (unsigned)n, 256, 0, p->st, (const float *)c->embed, s->ids,
+		       m->H, s->x);
 	}
 	unsigned rt = rms_threads(m->H);
 	for (int li = 0; li < m->cfg.n_layers; li++) {
 		const struct dlayer *D = &c->L[li];
-		k_rmsnorm<<<(unsigned)n, rt, 0, p->st>>>(s->x, NULL, NULL, D->in_norm, m->H, eps, s->xn, s->xnb);
+		launch(p->pdl, k_rmsnorm, (unsigned)n, rt, 0, p->st, s->x, nullptr, nullptr, D->in_norm, m->H,
+		       eps, s->xn, s->xnb);
 		rc = D->type == LYNN_LAYER_FULL ? attention(p, li, n) : deltanet(p, li, n, ns);
 		if (rc)
 			return rc;
 		/* x += the mixer's output, then the post-attention norm */
-		k_rmsnorm<<<(unsigned)n, rt, 0, p->st>>>(s->x, s->mix, NULL, D->post_norm, m->H, eps, s->xn,
-							 s->xnb);
+		launch(p->pdl, k_rmsnorm, (unsigned)n, rt, 0, p->st, s->x, s->mix, nullptr, D->post_norm, m->H,
+		       eps, s->xn, s->xnb);
 		if ((rc = moe(p, li, n)))
 			return rc;
 	}
 	if (nw > 0) {
-		k_rmsnorm<<<(unsigned)nw, rt, 0, p->st>>>(s->x, NULL, s->want_rows, c->final_norm, m->H, eps,
-							  s->xn, s->xnb);
+		launch(p->pdl, k_rmsnorm, (unsigned)nw, rt, 0, p->st, s->x, nullptr, s->want_rows,
+		       c->final_norm, m->H, eps, s->xn, s->xnb);
 		if ((rc = lin_run(p, &c->lm_head, s->xn, s->xnb, (int)nw, s->logits)))
 			return rc;
 		if (p->picks)
-			greedy_rows(s->logits, nw, m->V, s->gv, s->gi, s->gf, s->gout, p->st);
+			greedy_rows(s->logits, nw, m->V, s->gv, s->gi, s->gf, s->gout, p->st, p->pdl);
 	}
 	return launch_check(p, "forward");
 }
@@ -1622,7 +1721,11 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 			 const bool *want, struct pass_out *o, int64_t *n_out, struct lynn_err *err)
 {
 	struct lynn_cuda_model *c = m->cuda;
-	struct pass p = { m, c, {}, c->st, err, o->picks != NULL };
+	/* programmatic launches for decode-sized passes, where the launches'
+	 * latency is the cost; a prefill chunk's kernels run plainly (the
+	 * mid-size bf16 prefill of 128 tokens was 3% slower with them, h200
+	 * run 31, docs/benchmarks.md "CUDA runner") */
+	struct pass p = { m, c, {}, c->st, err, o->picks != NULL, !c->pdl_off && n <= GRAPH_MAX_ROWS };
 	struct scratch *s = &p.s;
 	int rc;
 	int64_t nw = 0;
@@ -1782,7 +1885,7 @@ extern "C" int lynn_cuda_greedy(const float *logits, int64_t rows, int V, int32_
 	if (!rc && cudaMemcpy(dl, logits, (size_t)rows * V * sizeof(float), cudaMemcpyHostToDevice))
 		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying logits failed");
 	if (!rc) {
-		greedy_rows(dl, rows, V, gv, gi, gf, go, 0);
+		greedy_rows(dl, rows, V, gv, gi, gf, go, 0, false);
 		if (cudaMemcpy(ho, go, (size_t)rows * 2 * sizeof(int), cudaMemcpyDeviceToHost))
 			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: greedy picks: %s",
 				       cudaGetErrorString(cudaGetLastError()));
