@@ -116,7 +116,7 @@ struct dmap {                      /* host buffer -> its device copy */
 struct graph_key {
 	int64_t n, ns, nw;
 	const void *scratch;
-	int64_t lora_on, lora_gen, picks;
+	int64_t lora_on, lora_gen, picks; /* picks: 0 logits, 1 greedy, 2 and top-k */
 };
 
 struct lynn_cuda_model {
@@ -1209,9 +1209,9 @@ __global__ void k_greedy_part(const float *logits, int V, float *pv, int *pi, in
 	}
 }
 
-/* one warp a row: out[2 row] the id, out[2 row + 1] 1 if all finite */
+/* one warp a row: out[rec row] the id, out[rec row + 1] 1 if all finite */
 __global__ void k_greedy_end(const float *logits, int V, const float *pv, const int *pi,
-			     const int *pf, int *out)
+			     const int *pf, int *out, int rec)
 {
 	pdl_enter();
 	const int r = blockIdx.x, t = threadIdx.x;
@@ -1224,18 +1224,133 @@ __global__ void k_greedy_end(const float *logits, int V, const float *pv, const 
 	greedy_warp(bv, bi);
 	fin = __all_sync(0xffffffffu, fin);
 	if (t == 0) {
-		out[2 * r] = isnan(logits[(int64_t)r * V]) || bi == INT_MAX ? 0 : bi;
-		out[2 * r + 1] = fin;
+		out[(int64_t)rec * r] = isnan(logits[(int64_t)r * V]) || bi == INT_MAX ? 0 : bi;
+		out[(int64_t)rec * r + 1] = fin;
 	}
 }
 
-/* the picks of rows logits (on the device, [rows][V]) into out (device, 2
- * ints a row) on stream st */
-static void greedy_rows(const float *logits, int64_t rows, int V, float *pv, int *pi, int *pf,
-			int *out, cudaStream_t st, bool pdl)
+/* ===== top-k candidates on the device =====
+ * For each wanted row r with top_k[r] = k > 0: the k largest logits by
+ * logit / temperature[r] (the float division lynn_sampler_sample makes),
+ * descending, the lower id first on ties, -inf and NaN never among them:
+ * what lynn_sampler_sample_top draws from, so that a sampled step brings
+ * back 8 bytes a candidate instead of the logits. TOPK_BLOCKS blocks share
+ * a row: each stages its slice's keys in shared memory and takes its k
+ * best in k rounds of a block argmax, each round's among those after the
+ * round before's in that order; k_topk_end (one warp a row, one block's
+ * sorted list a lane) merges them. The global k best are among the
+ * blocks' k best. A row's record in out (PICK_REC ints, after
+ * k_greedy_end's two): the count, the ids, the logits' bits. */
+#define TOPK_BLOCKS 32
+#define PICK_REC (3 + 2 * LYNN_DEVICE_TOP_K)
+
+/* the best (value, id) of the block's 256 threads, in every thread */
+__device__ __forceinline__ void topk_block_best(float &bv, int &bi, float *wv, int *wi)
 {
+	greedy_warp(bv, bi);
+	const int w = threadIdx.x >> 5;
+	__syncthreads(); /* the round before has read wv, wi */
+	if ((threadIdx.x & 31) == 0) {
+		wv[w] = bv;
+		wi[w] = bi;
+	}
+	__syncthreads();
+	for (int j = 0; j < (int)(blockDim.x >> 5); j++)
+		greedy_take(bv, bi, wv[j], wi[j]);
+}
+
+/* grid (TOPK_BLOCKS, rows), 256 threads, the slice's keys in dynamic shared
+ * memory; part: [row][block][LYNN_DEVICE_TOP_K] keys and ids, [row][block]
+ * counts */
+__global__ void k_topk_part(const float *logits, int V, const int *topk, const float *temp, float *pv,
+			    int *pi, int *pn)
+{
+	pdl_enter();
+	extern __shared__ float tk_key[];
+	__shared__ float wv[8];
+	__shared__ int wi[8];
+	const int r = blockIdx.y, k = topk[r], t = threadIdx.x;
+	const int per = (V + TOPK_BLOCKS - 1) / TOPK_BLOCKS, lo = blockIdx.x * per;
+	const int n = V - lo < per ? (V - lo > 0 ? V - lo : 0) : per;
+	const int64_t o = (int64_t)r * TOPK_BLOCKS + blockIdx.x;
+	if (k <= 0) /* a greedy row */
+		return;
+	const float tr = temp[r], *l = logits + (int64_t)r * V + lo;
+	for (int j = t; j < n; j += blockDim.x) /* NaN: not a candidate */
+		tk_key[j] = l[j] > -INFINITY ? __fdiv_rn(l[j], tr) : NAN;
+	__syncthreads();
+	float pvv = INFINITY; /* the last pick; (+inf, -1) comes before everything */
+	int pii = -1, got = 0;
+	for (; got < k; got++) {
+		float bv = -INFINITY;
+		int bi = INT_MAX; /* (-inf, INT_MAX): none, after everything */
+		for (int j = t; j < n; j += blockDim.x) {
+			const float v = tk_key[j];
+			const int id = lo + j;
+			if (v == v && (pvv > v || (pvv == v && pii < id)))
+				greedy_take(bv, bi, v, id);
+		}
+		topk_block_best(bv, bi, wv, wi);
+		if (bi == INT_MAX)
+			break;
+		if (t == 0) {
+			pv[o * LYNN_DEVICE_TOP_K + got] = bv;
+			pi[o * LYNN_DEVICE_TOP_K + got] = bi;
+		}
+		pvv = bv;
+		pii = bi;
+	}
+	if (t == 0)
+		pn[o] = got;
+}
+
+/* one warp a row (TOPK_BLOCKS == 32 lists, one a lane): the k best of the
+ * blocks' sorted lists into out[PICK_REC row + 2 ...] */
+__global__ void k_topk_end(const float *logits, int V, const int *topk, const float *pv, const int *pi,
+			   const int *pn, int *out)
+{
+	pdl_enter();
+	const int r = blockIdx.x, lane = threadIdx.x, k = topk[r];
+	int *rec = out + (int64_t)PICK_REC * r;
+	const int64_t o = (int64_t)r * TOPK_BLOCKS + lane;
+	const int cnt = k > 0 ? pn[o] : 0;
+	const float *lv = pv + o * LYNN_DEVICE_TOP_K;
+	const int *li = pi + o * LYNN_DEVICE_TOP_K;
+	int h = 0, got = 0;
+	for (; got < k; got++) {
+		float bv = h < cnt ? lv[h] : -INFINITY;
+		int bi = h < cnt ? li[h] : INT_MAX;
+		greedy_warp(bv, bi);
+		if (bi == INT_MAX)
+			break;
+		if (lane == 0) {
+			rec[3 + got] = bi;
+			rec[3 + LYNN_DEVICE_TOP_K + got] = __float_as_int(logits[(int64_t)r * V + bi]);
+		}
+		h += h < cnt && li[h] == bi; /* ids are the blocks' own: one lane advances */
+	}
+	if (lane == 0)
+		rec[2] = got;
+}
+
+/* the picks of rows logits (on the device, [rows][V]) into out (device,
+ * rec ints a row) on stream st: the greedy ones, and with topk (device,
+ * [rows]; PICK_REC records) the top-k candidates; pv/pi/pf and tv/ti/tn:
+ * the blocks' parts */
+static void pick_rows(const float *logits, int64_t rows, int V, float *pv, int *pi, int *pf, const int *topk,
+		      const float *temp, float *tv, int *ti, int *tn, int *out, cudaStream_t st, bool pdl)
+{
+	const int rec = topk ? PICK_REC : 2;
 	launch(pdl, k_greedy_part, dim3(GREEDY_BLOCKS, (unsigned)rows), 256, 0, st, logits, V, pv, pi, pf);
-	launch(pdl, k_greedy_end, (unsigned)rows, 32, 0, st, logits, V, pv, pi, pf, out);
+	launch(pdl, k_greedy_end, (unsigned)rows, 32, 0, st, logits, V, pv, pi, pf, out, rec);
+	if (!topk)
+		return;
+	const size_t sh = (size_t)(V + TOPK_BLOCKS - 1) / TOPK_BLOCKS * sizeof(float);
+	if (sh > 48 * 1024) /* vocabularies past 393,216 ids */
+		cudaFuncSetAttribute(k_topk_part, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh);
+	launch(pdl, k_topk_part, dim3(TOPK_BLOCKS, (unsigned)rows), 256, sh, st, logits, V, topk, temp, tv, ti,
+	       tn);
+	launch(pdl, k_topk_end, (unsigned)rows, 32, 0, st, logits, V, topk, tv, ti, tn, out);
 }
 
 /* ===== the pass ===== */
@@ -1246,7 +1361,11 @@ struct scratch {
 	__nv_bfloat16 *xnb, *Ob, *O2b, *Xg, *actb, *HSab;
 	int *sele, *ord;
 	float *gv;                 /* greedy picks: the blocks' best values, */
-	int *gi, *gf, *gout;       /* their ids and finiteness, the picks (2 ints a row) */
+	int *gi, *gf, *gout;       /* their ids and finiteness, the picks (2 or PICK_REC ints a row) */
+	float *tv;                 /* top-k candidates (pick_rows): the blocks' keys, */
+	int *ti, *tn;              /* their ids and counts */
+	float *temp;               /* staged: a wanted row's temperature and top-k (0: greedy) */
+	int *topk;
 	/* staged from the host */
 	int *ids, *seq_rows, *seq_start, *want_rows;
 	int64_t *pos;
@@ -1254,7 +1373,7 @@ struct scratch {
 };
 
 static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scratch *s, int64_t n,
-		   int64_t nw, int max_rank)
+		   int64_t nw, int max_rank, bool topk)
 {
 	/* nk routed slots; the shared expert's rows after them (D->shx) */
 	size_t f = sizeof(float), b = sizeof(__nv_bfloat16), nk = (size_t)n * m->topk, nks = nk + n;
@@ -1299,12 +1418,17 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->gv = (float *)lynn_carve(a, ng * f);
 	s->gi = (int *)lynn_carve(a, ng * sizeof(int));
 	s->gf = (int *)lynn_carve(a, ng * sizeof(int));
-	s->gout = (int *)lynn_carve(a, (size_t)(nw > 0 ? nw : 1) * 2 * sizeof(int));
+	s->gout = (int *)lynn_carve(a, (size_t)(nw > 0 ? nw : 1) * (topk ? PICK_REC : 2) * sizeof(int));
+	size_t nt = topk ? (size_t)(nw > 0 ? nw : 1) * TOPK_BLOCKS : 0;
+	s->tv = (float *)lynn_carve(a, nt * LYNN_DEVICE_TOP_K * f);
+	s->ti = (int *)lynn_carve(a, nt * LYNN_DEVICE_TOP_K * sizeof(int));
+	s->tn = (int *)lynn_carve(a, nt * sizeof(int));
 }
 
 /* The chunk's small host arrays, staged in one pinned buffer. */
 struct staged {
-	int *ids, *seq_rows, *seq_start, *want_rows;
+	int *ids, *seq_rows, *seq_start, *want_rows, *topk;
+	float *temp;
 	int64_t *pos;
 	float ***row_kc, ***row_vc, ***seq_conv, ***seq_rec;
 };
@@ -1322,6 +1446,8 @@ static size_t stage_layout(struct lynn_arena *a, struct staged *h, int64_t n)
 	h->seq_rows = (int *)lynn_carve(a, n * sizeof(int));
 	h->seq_start = (int *)lynn_carve(a, (n + 1) * sizeof(int));
 	h->want_rows = (int *)lynn_carve(a, n * sizeof(int));
+	h->topk = (int *)lynn_carve(a, n * sizeof(int));
+	h->temp = (float *)lynn_carve(a, n * sizeof(float));
 	return a->used;
 }
 
@@ -1332,6 +1458,7 @@ struct pass {
 	cudaStream_t st;
 	struct lynn_err *err;
 	bool picks;                /* the wanted rows' greedy picks after the logits */
+	bool topk;                 /* and their top-k candidates (pick_rows) */
 	bool pdl;                  /* launches with programmatic stream serialization (launch) */
 };
 
@@ -1652,7 +1779,8 @@ static int record(struct pass *p, int64_t n, int ns, int64_t nw)
 		if ((rc = lin_run(p, &c->lm_head, s->xn, s->xnb, (int)nw, s->logits)))
 			return rc;
 		if (p->picks)
-			greedy_rows(s->logits, nw, m->V, s->gv, s->gi, s->gf, s->gout, p->st, p->pdl);
+			pick_rows(s->logits, nw, m->V, s->gv, s->gi, s->gf, p->topk ? s->topk : nullptr, s->temp,
+				  s->tv, s->ti, s->tn, s->gout, p->st, p->pdl);
 	}
 	return launch_check(p, "forward");
 }
@@ -1676,7 +1804,7 @@ static int run_pass(struct pass *p, int64_t n, int ns, int64_t nw)
 	struct lynn_err *err = p->err;
 	if (!graph_ok(m, n))
 		return record(p, n, ns, nw);
-	struct graph_key k = { n, ns, nw, c->scratch, m->lora_on, m->lora_gen, p->picks };
+	struct graph_key k = { n, ns, nw, c->scratch, m->lora_on, m->lora_gen, p->picks + p->topk };
 	for (int i = 0; i < c->n_graphs; i++)
 		if (!memcmp(&c->graphs[i].key, &k, sizeof k)) {
 			LYNN_CUDA_TRY(cudaGraphLaunch(c->graphs[i].exec, p->st));
@@ -1709,12 +1837,26 @@ static int run_pass(struct pass *p, int64_t n, int ns, int64_t nw)
 	return 0;
 }
 
-/* What a pass brings back for its wanted rows: their logits, or (picks
- * not NULL) their greedy picks and finiteness (greedy_rows). */
+/* Wanted row w's record from pick_rows (2 or PICK_REC ints) into pk. */
+static void unpack_picks(const int *r, bool topk, const struct lynn_row_picks *pk, int64_t w)
+{
+	pk->greedy[w] = r[0];
+	pk->finite[w] = r[1] != 0;
+	if (!topk)
+		return;
+	pk->n_cand[w] = r[2];
+	for (int i = 0; i < r[2]; i++) {
+		pk->cand_id[w * LYNN_DEVICE_TOP_K + i] = r[3 + i];
+		memcpy(&pk->cand_x[w * LYNN_DEVICE_TOP_K + i], &r[3 + LYNN_DEVICE_TOP_K + i], sizeof(float));
+	}
+}
+
+/* What a pass brings back for its wanted rows: their logits, or (picks)
+ * their picks (pick_rows). */
 struct pass_out {
 	float *logits;
-	int32_t *picks;
-	bool *finite;
+	struct lynn_row_picks pk; /* the next chunk's rows: the pointers moved on */
+	bool picks;
 };
 
 static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs, const int32_t *ids,
@@ -1725,7 +1867,8 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	 * latency is the cost; a prefill chunk's kernels run plainly (the
 	 * mid-size bf16 prefill of 128 tokens was 3% slower with them, h200
 	 * run 31, docs/benchmarks.md "CUDA runner") */
-	struct pass p = { m, c, {}, c->st, err, o->picks != NULL, !c->pdl_off && n <= GRAPH_MAX_ROWS };
+	struct pass p = { m, c, {}, c->st, err, o->picks, o->picks && o->pk.top_k,
+			  !c->pdl_off && n <= GRAPH_MAX_ROWS };
 	struct scratch *s = &p.s;
 	int rc;
 	int64_t nw = 0;
@@ -1772,12 +1915,15 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	}
 	h.seq_start[ns] = ne;
 	for (int64_t i = 0, w = 0; i < n; i++)
-		if (!want || want[i])
+		if (!want || want[i]) {
+			h.topk[w] = p.topk ? o->pk.top_k[w] : 0;
+			h.temp[w] = p.topk ? o->pk.temperature[w] : 0.0f;
 			h.want_rows[w++] = (int)i;
+		}
 	/* device scratch */
 	int mr = lynn_model_lora_rank(m);
 	struct lynn_arena da = { NULL, 0, 0 };
-	layout(m, &da, s, n, nw, mr);
+	layout(m, &da, s, n, nw, mr, p.topk);
 	size_t need = da.used + sbytes + 256;
 	if (need > c->scratch_cap) {
 		graphs_clear(c);
@@ -1790,7 +1936,7 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 		c->scratch_cap = need;
 	}
 	da.base = c->scratch;
-	layout(m, &da, s, n, nw, mr);
+	layout(m, &da, s, n, nw, mr, p.topk);
 	char *dstage = (char *)lynn_carve(&da, sbytes);
 	LYNN_CUDA_TRY(cudaMemcpyAsync(dstage, c->stage, sbytes, cudaMemcpyHostToDevice, p.st));
 	ptrdiff_t off = dstage - c->stage;
@@ -1799,6 +1945,8 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	s->seq_rows = (int *)((char *)h.seq_rows + off);
 	s->seq_start = (int *)((char *)h.seq_start + off);
 	s->want_rows = (int *)((char *)h.want_rows + off);
+	s->topk = (int *)((char *)h.topk + off);
+	s->temp = (float *)((char *)h.temp + off);
 	s->row_kc = (float *const *const *)((char *)h.row_kc + off);
 	s->row_vc = (float *const *const *)((char *)h.row_vc + off);
 	s->seq_conv = (float *const *const *)((char *)h.seq_conv + off);
@@ -1811,22 +1959,21 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	if ((rc = run_pass(&p, n, ns, nw)))
 		return rc;
 	int *picks = NULL;
+	const int rec = p.topk ? PICK_REC : 2;
 	if (nw > 0 && o->picks) {
-		if (!(picks = (int *)malloc((size_t)nw * 2 * sizeof(int))))
+		if (!(picks = (int *)malloc((size_t)nw * rec * sizeof(int))))
 			return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
-		if (cudaMemcpyAsync(picks, s->gout, (size_t)nw * 2 * sizeof(int), cudaMemcpyDeviceToHost, p.st) !=
+		if (cudaMemcpyAsync(picks, s->gout, (size_t)nw * rec * sizeof(int), cudaMemcpyDeviceToHost, p.st) !=
 		    cudaSuccess)
-			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the greedy picks back failed");
+			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the picks back failed");
 	} else if (nw > 0) {
 		LYNN_CUDA_TRY(cudaMemcpyAsync(o->logits, s->logits, (size_t)nw * m->V * sizeof(float),
 					      cudaMemcpyDeviceToHost, p.st));
 	}
 	if (!rc && cudaStreamSynchronize(p.st) != cudaSuccess)
 		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: a pass failed: %s", cudaGetErrorString(cudaGetLastError()));
-	for (int64_t i = 0; picks && !rc && i < nw; i++) {
-		o->picks[i] = picks[2 * i];
-		o->finite[i] = picks[2 * i + 1] != 0;
-	}
+	for (int64_t i = 0; picks && !rc && i < nw; i++)
+		unpack_picks(picks + (size_t)i * rec, p.topk, &o->pk, i);
 	free(picks);
 	if (rc)
 		return rc;
@@ -1847,8 +1994,16 @@ static int forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs
 		if (o.logits)
 			o.logits += nw * m->V;
 		if (o.picks) {
-			o.picks += nw;
-			o.finite += nw;
+			struct lynn_row_picks *k = &o.pk;
+			k->greedy += nw;
+			k->finite += nw;
+			if (k->top_k) {
+				k->top_k += nw;
+				k->temperature += nw;
+				k->n_cand += nw;
+				k->cand_id += nw * LYNN_DEVICE_TOP_K;
+				k->cand_x += nw * LYNN_DEVICE_TOP_K;
+			}
 		}
 	}
 	return 0;
@@ -1857,48 +2012,60 @@ static int forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs
 extern "C" int lynn_cuda_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
 				 const int32_t *ids, const bool *want, float *logits, struct lynn_err *err)
 {
-	return forward(m, n, seqs, ids, want, pass_out{ logits, NULL, NULL }, err);
+	return forward(m, n, seqs, ids, want, pass_out{ logits, {}, false }, err);
 }
 
-extern "C" int lynn_cuda_forward_greedy(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
-					const int32_t *ids, const bool *want, int32_t *picks, bool *finite,
-					struct lynn_err *err)
+extern "C" int lynn_cuda_forward_picks(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+				       const int32_t *ids, const bool *want, const struct lynn_row_picks *pk,
+				       struct lynn_err *err)
 {
-	return forward(m, n, seqs, ids, want, pass_out{ NULL, picks, finite }, err);
+	return forward(m, n, seqs, ids, want, pass_out{ NULL, *pk, true }, err);
 }
 
-/* The device's greedy picks over host logits (the kernels' test against
- * lynn_sample_greedy). */
-extern "C" int lynn_cuda_greedy(const float *logits, int64_t rows, int V, int32_t *picks, bool *finite,
-				struct lynn_err *err)
+/* The device's picks over host logits (the kernels' test against
+ * lynn_sample_greedy and a full sort). */
+extern "C" int lynn_cuda_picks(const float *logits, int64_t rows, int V, const struct lynn_row_picks *pk,
+			       struct lynn_err *err)
 {
-	float *dl = NULL, *gv = NULL;
-	int *gi = NULL, *gf = NULL, *go = NULL, *ho = NULL;
-	size_t ng = (size_t)rows * GREEDY_BLOCKS;
-	int rc = 0;
 	if (rows < 1 || V < 1)
-		return lynn_errf(err, -LYNN_EINVAL, "cuda: greedy picks: %lld rows of %d", (long long)rows, V);
-	if (cudaMalloc(&dl, (size_t)rows * V * sizeof(float)) || cudaMalloc(&gv, ng * sizeof(float)) ||
-	    cudaMalloc(&gi, ng * sizeof(int)) || cudaMalloc(&gf, ng * sizeof(int)) ||
-	    cudaMalloc(&go, (size_t)rows * 2 * sizeof(int)) || !(ho = (int *)malloc((size_t)rows * 2 * sizeof(int))))
+		return lynn_errf(err, -LYNN_EINVAL, "cuda: picks: %lld rows of %d", (long long)rows, V);
+	const bool topk = pk->top_k != NULL;
+	const int rec = topk ? PICK_REC : 2;
+	const size_t ng = (size_t)rows * GREEDY_BLOCKS, nt = (size_t)rows * TOPK_BLOCKS;
+	struct lynn_arena a = { NULL, 0, 0 };
+	float *dl, *gv, *tv, *tt;
+	int *gi, *gf, *go, *ti, *tn, *tk;
+	int rc = 0;
+	for (int pass = 0; pass < 2; pass++) { /* sizes, then places */
+		a.used = 0;
+		dl = (float *)lynn_carve(&a, (size_t)rows * V * sizeof(float));
+		gv = (float *)lynn_carve(&a, ng * sizeof(float));
+		gi = (int *)lynn_carve(&a, ng * sizeof(int));
+		gf = (int *)lynn_carve(&a, ng * sizeof(int));
+		go = (int *)lynn_carve(&a, (size_t)rows * rec * sizeof(int));
+		tv = (float *)lynn_carve(&a, nt * LYNN_DEVICE_TOP_K * sizeof(float));
+		ti = (int *)lynn_carve(&a, nt * LYNN_DEVICE_TOP_K * sizeof(int));
+		tn = (int *)lynn_carve(&a, nt * sizeof(int));
+		tk = (int *)lynn_carve(&a, (size_t)rows * sizeof(int));
+		tt = (float *)lynn_carve(&a, (size_t)rows * sizeof(float));
+		if (pass == 0 && cudaMalloc(&a.base, a.used) != cudaSuccess)
+			return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
+	}
+	int *ho = (int *)malloc((size_t)rows * rec * sizeof(int));
+	if (!ho)
 		rc = lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
-	if (!rc && cudaMemcpy(dl, logits, (size_t)rows * V * sizeof(float), cudaMemcpyHostToDevice))
+	if (!rc && (cudaMemcpy(dl, logits, (size_t)rows * V * sizeof(float), cudaMemcpyHostToDevice) ||
+		    (topk && (cudaMemcpy(tk, pk->top_k, (size_t)rows * sizeof(int), cudaMemcpyHostToDevice) ||
+			      cudaMemcpy(tt, pk->temperature, (size_t)rows * sizeof(float), cudaMemcpyHostToDevice)))))
 		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying logits failed");
 	if (!rc) {
-		greedy_rows(dl, rows, V, gv, gi, gf, go, 0, false);
-		if (cudaMemcpy(ho, go, (size_t)rows * 2 * sizeof(int), cudaMemcpyDeviceToHost))
-			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: greedy picks: %s",
-				       cudaGetErrorString(cudaGetLastError()));
+		pick_rows(dl, rows, V, gv, gi, gf, topk ? tk : nullptr, tt, tv, ti, tn, go, 0, false);
+		if (cudaMemcpy(ho, go, (size_t)rows * rec * sizeof(int), cudaMemcpyDeviceToHost))
+			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: picks: %s", cudaGetErrorString(cudaGetLastError()));
 	}
-	for (int64_t i = 0; !rc && i < rows; i++) {
-		picks[i] = ho[2 * i];
-		finite[i] = ho[2 * i + 1] != 0;
-	}
-	cudaFree(dl);
-	cudaFree(gv);
-	cudaFree(gi);
-	cudaFree(gf);
-	cudaFree(go);
+	for (int64_t i = 0; !rc && i < rows; i++)
+		unpack_picks(ho + (size_t)i * rec, topk, pk, i);
+	cudaFree(a.base);
 	free(ho);
 	return rc;
 }

@@ -536,6 +536,99 @@ START_TEST(test_sampler_large_vocab)
 }
 END_TEST
 
+/* lynn_sampler_sample_top over the top-k candidates draws what
+ * lynn_sampler_sample draws from the whole vocabulary, token for token,
+ * for every setting (the device's sampled steps rely on it): candidates
+ * from a full sort by logit / temperature (the same float division),
+ * ties, -inf and NaN logits, logits that collide once divided, and fewer
+ * finite logits than k. */
+static float topk_key_t; /* the temperature of by_key_desc */
+
+static int by_key_desc(const void *a, const void *b)
+{
+	const float *const *x = a, *const *y = b;
+	const float kx = **x / topk_key_t, ky = **y / topk_key_t;
+	if (kx != ky)
+		return kx > ky ? -1 : 1;
+	return *x < *y ? -1 : *x > *y;
+}
+
+START_TEST(test_sampler_top_candidates)
+{
+	enum { V = 3000 };
+	static const struct {
+		float t, top_p, min_p;
+		int k, finite; /* finite: how many logits are finite (the rest -inf or NaN) */
+	} cases[] = {
+		{ 0.7f, 0.8f, 0.0f, 20, V }, { 1.0f, 1.0f, 0.0f, 1, V }, { 0.7f, 1.0f, 0.0f, 64, V },
+		{ 1.3f, 0.95f, 0.05f, 40, V }, { 3.0f, 0.9f, 0.0f, 20, V }, { 0.7f, 0.8f, 0.0f, 20, 7 },
+		{ 0.01f, 1.0f, 0.1f, 5, V },
+	};
+	struct lynn_err err = { 0 };
+	float *lg = malloc(V * sizeof *lg), cx[64];
+	const float **ord = malloc(V * sizeof *ord);
+	int32_t cid[64];
+	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+		uint64_t x = 99 + ci;
+		for (int i = 0; i < V; i++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			/* steps of 0.05 (ties) plus a few ulps (collisions once divided) */
+			lg[i] = (float)((x >> 40) % 300) * 0.05f + (float)((x >> 20) % 3) * 1e-7f;
+		}
+		for (int i = cases[ci].finite; i < V; i++)
+			lg[i] = i % 2 ? -INFINITY : NAN;
+		struct lynn_sample_params p;
+		lynn_sample_params_init(&p);
+		p.temperature = cases[ci].t;
+		p.top_k = cases[ci].k;
+		p.top_p = cases[ci].top_p;
+		p.min_p = cases[ci].min_p;
+		p.seed = 1234 + ci;
+		int nf = 0;
+		for (int i = 0; i < V; i++)
+			if (lg[i] > -INFINITY)
+				ord[nf++] = &lg[i];
+		topk_key_t = p.temperature;
+		qsort(ord, (size_t)nf, sizeof *ord, by_key_desc);
+		int n = nf < p.top_k ? nf : p.top_k;
+		for (int i = 0; i < n; i++) {
+			cx[i] = *ord[i];
+			cid[i] = (int32_t)(ord[i] - lg);
+		}
+		struct lynn_sampler *a = lynn_sampler_create(&p, V, &err), *b = lynn_sampler_create(&p, V, &err);
+		for (int d = 0; d < 300; d++) {
+			const int32_t ta = lynn_sampler_sample(a, lg), tb = lynn_sampler_sample_top(b, cx, cid, n);
+			ck_assert_msg(ta == tb, "case %zu draw %d: %d from the logits, %d from the candidates", ci, d,
+				      ta, tb);
+		}
+		/* what it refuses: out of order, more than k, a -inf candidate */
+		if (n >= 2) {
+			int32_t sw[64];
+			float sx[64];
+			memcpy(sw, cid, sizeof cid);
+			memcpy(sx, cx, sizeof cx);
+			sw[0] = cid[1], sw[1] = cid[0], sx[0] = cx[1], sx[1] = cx[0];
+			ck_assert_int_eq(lynn_sampler_sample_top(b, sx, sw, n), -1);
+			memcpy(sx, cx, sizeof cx);
+			sx[n - 1] = -INFINITY;
+			ck_assert_int_eq(lynn_sampler_sample_top(b, sx, cid, n), -1);
+		}
+		ck_assert_int_eq(lynn_sampler_sample_top(b, cx, cid, p.top_k + 1), -1);
+		lynn_sampler_free(a);
+		lynn_sampler_free(b);
+	}
+	/* not a top-k sampler */
+	struct lynn_sample_params p;
+	lynn_sample_params_init(&p);
+	p.temperature = 0.7f;
+	struct lynn_sampler *s = lynn_sampler_create(&p, V, &err);
+	ck_assert_int_eq(lynn_sampler_sample_top(s, cx, cid, 1), -1);
+	lynn_sampler_free(s);
+	free(ord);
+	free(lg);
+}
+END_TEST
+
 /* ===== LoRA hook ===== */
 
 /* A rank-1 adapter with B = 0 changes nothing; with B != 0 it changes the
@@ -866,8 +959,9 @@ START_TEST(test_cuda_greedy_picks)
 	}
 	int32_t id;
 	bool fin;
+	struct lynn_row_picks pk = { .greedy = &id, .finite = &fin };
 	for (size_t i = 0; i < sizeof greedy_edges / sizeof greedy_edges[0]; i++) {
-		ck_assert_int_eq(lynn_cuda_greedy(greedy_edges[i].v, 1, greedy_edges[i].n, &id, &fin, &err), 0);
+		ck_assert_int_eq(lynn_cuda_picks(greedy_edges[i].v, 1, greedy_edges[i].n, &pk, &err), 0);
 		ck_assert_msg(id == greedy_edges[i].want, "case %zu: %d", i, id);
 		ck_assert(fin == all_finite_host(greedy_edges[i].v, greedy_edges[i].n));
 	}
@@ -888,7 +982,8 @@ START_TEST(test_cuda_greedy_picks)
 	lg[5 * V + V - 1] = 31.0f;                                /* the last id */
 	int32_t ids[R];
 	bool fins[R];
-	ck_assert_int_eq(lynn_cuda_greedy(lg, R, V, ids, fins, &err), 0);
+	pk = (struct lynn_row_picks){ .greedy = ids, .finite = fins };
+	ck_assert_int_eq(lynn_cuda_picks(lg, R, V, &pk, &err), 0);
 	for (int r = 0; r < R; r++) {
 		ck_assert_msg(ids[r] == lynn_sample_greedy(lg + (size_t)r * V, V), "row %d: %d vs %d", r, ids[r],
 			      lynn_sample_greedy(lg + (size_t)r * V, V));
@@ -900,6 +995,109 @@ START_TEST(test_cuda_greedy_picks)
 	ck_assert_int_eq(ids[4], 4000);
 	ck_assert_int_eq(ids[5], V - 1);
 	free(lg);
+}
+END_TEST
+
+/* The device's top-k candidates (lynn_cuda_picks) equal the first k of a
+ * full sort by logit / temperature, lower id first on ties, -inf and NaN
+ * left out: rows of Qwen's vocabulary with ties across the blocks' slices,
+ * logits that collide once divided, NaN, +-inf, fewer finite logits than
+ * k, k = 1 and 64, and greedy rows (k = 0) beside them. */
+START_TEST(test_cuda_topk_candidates)
+{
+	struct lynn_err err = { 0 };
+	if (!lynn_cuda_usable()) {
+		fprintf(stderr, "check_model: no CUDA device; top-k candidates test skipped\n");
+		return;
+	}
+	enum { V = 248320, R = 7, K = LYNN_DEVICE_TOP_K };
+	static const int ks[R] = { 20, 64, 1, 20, 0, 40, 64 };
+	static const float ts[R] = { 0.7f, 1.0f, 0.7f, 3.0f, 0.0f, 0.01f, 1.3f };
+	float *lg = malloc((size_t)R * V * sizeof *lg);
+	const float **ord = malloc((size_t)V * sizeof *ord);
+	uint64_t x = 5;
+	for (int64_t i = 0; i < (int64_t)R * V; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		/* coarse steps: many ties; a few ulps: collisions once divided */
+		lg[i] = (float)((x >> 40) % 4000) * 0.005f + (float)((x >> 20) % 3) * 1e-6f;
+	}
+	lg[0 * V + 10] = lg[0 * V + 200000] = lg[0 * V + 130000] = 25.0f; /* a tie across slices */
+	lg[1 * V + 0] = NAN, lg[1 * V + 99] = INFINITY, lg[1 * V + 98] = INFINITY, lg[1 * V + 5] = -INFINITY;
+	for (int i = 0; i < V; i++) /* row 3: 9 finite logits, k 20 */
+		lg[3 * V + i] = i % 3 ? -INFINITY : NAN;
+	for (int i = 0; i < 9; i++)
+		lg[3 * V + 1000 + 27000 * i] = (float)(i % 4);
+	int32_t gr[R], cid[R * K];
+	bool fin[R];
+	int nc[R];
+	float cx[R * K];
+	struct lynn_row_picks pk = { ks, ts, gr, fin, nc, cid, cx };
+	ck_assert_int_eq(lynn_cuda_picks(lg, R, V, &pk, &err), 0);
+	for (int r = 0; r < R; r++) {
+		const float *row = lg + (size_t)r * V;
+		ck_assert_int_eq(gr[r], lynn_sample_greedy(row, V));
+		if (!ks[r])
+			continue;
+		int nf = 0;
+		for (int i = 0; i < V; i++)
+			if (row[i] > -INFINITY)
+				ord[nf++] = &row[i];
+		topk_key_t = ts[r];
+		qsort(ord, (size_t)nf, sizeof *ord, by_key_desc);
+		const int want = nf < ks[r] ? nf : ks[r];
+		ck_assert_msg(nc[r] == want, "row %d: %d candidates, %d expected", r, nc[r], want);
+		for (int i = 0; i < want; i++)
+			ck_assert_msg(cid[r * K + i] == (int32_t)(ord[i] - row) && memcmp(&cx[r * K + i], ord[i], 4) == 0,
+				      "row %d candidate %d: id %d, expected %d", r, i, cid[r * K + i],
+				      (int)(ord[i] - row));
+	}
+	ck_assert_int_eq(cid[0], 10); /* the tie: lower id first */
+	ck_assert_int_eq(cid[1 * K + 0], 98);
+	ck_assert_int_eq(nc[3], 9);
+	free(ord);
+	free(lg);
+}
+END_TEST
+
+/* The engine's top-k sampling on the CUDA runner (candidates found on the
+ * device, the draw on the host) gives the tokens of the host path (logprobs
+ * asked for: the logits come back and lynn_sampler_sample draws), seed for
+ * seed, for Qwen's settings and others. */
+START_TEST(test_cuda_engine_topk)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_engine_opts eo = { .n_threads = 2, .device = LYNN_DEVICE_CUDA };
+	struct lynn_engine *e = lynn_engine_open(models[_i], &eo, &err);
+	if (!e) {
+		fprintf(stderr, "check_model: %s; CUDA engine test skipped\n", err.msg);
+		return;
+	}
+	static const struct {
+		float t, top_p, min_p;
+		int k;
+	} set[] = { { 0.7f, 0.8f, 0.0f, 20 }, { 1.0f, 1.0f, 0.0f, 64 }, { 1.5f, 0.95f, 0.05f, 5 } };
+	const int32_t prompt[4] = { 3, 17, 200, 41 };
+	for (size_t si = 0; si < sizeof set / sizeof set[0]; si++)
+		for (uint64_t seed = 1; seed <= 3; seed++) {
+			struct lynn_gen_result r[2];
+			for (int lp = 0; lp < 2; lp++) {
+				struct lynn_gen_opts go = { .max_tokens = 24, .ignore_eos = true, .logprobs = lp };
+				lynn_sample_params_init(&go.sample);
+				go.sample.temperature = set[si].t;
+				go.sample.top_k = set[si].k;
+				go.sample.top_p = set[si].top_p;
+				go.sample.min_p = set[si].min_p;
+				go.sample.seed = seed;
+				ck_assert_int_eq(lynn_engine_generate(e, prompt, 4, &go, &r[lp], &err), 0);
+			}
+			ck_assert_int_eq(r[0].ids.n, r[1].ids.n);
+			for (size_t k = 0; k < r[0].ids.n; k++)
+				ck_assert_msg(r[0].ids.ids[k] == r[1].ids.ids[k], "setting %zu seed %d token %zu: %d on "
+					      "the device, %d on the host", si, (int)seed, k, r[0].ids.ids[k], r[1].ids.ids[k]);
+			lynn_gen_result_release(&r[0]);
+			lynn_gen_result_release(&r[1]);
+		}
+	lynn_engine_close(e);
 }
 END_TEST
 
@@ -964,6 +1162,7 @@ Suite *model_suite(void)
 	tcase_add_test(tc, test_sampler);
 	tcase_add_test(tc, test_sample_greedy_edges);
 	tcase_add_test(tc, test_sampler_large_vocab);
+	tcase_add_test(tc, test_sampler_top_candidates);
 	tcase_add_test(tc, test_lora_hook);
 	tcase_add_loop_test(tc, test_lora_matches_peft, 0, 2);
 	tcase_add_test(tc, test_cli_logits_generate);
@@ -976,6 +1175,8 @@ Suite *model_suite(void)
 #ifdef LYNN_CUDA
 	tcase_add_test(tg, test_cuda_greedy_picks);
 	tcase_add_loop_test(tg, test_cuda_engine_greedy, 0, 4);
+	tcase_add_test(tg, test_cuda_topk_candidates);
+	tcase_add_loop_test(tg, test_cuda_engine_topk, 0, 4);
 #endif
 	suite_add_tcase(s, tg);
 	return s;

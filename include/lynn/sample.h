@@ -35,6 +35,15 @@ void lynn_sampler_free(struct lynn_sampler *s);
 /* The next token for `logits` (n_vocab floats, not modified); -inf and NaN
  * logits are never drawn. Selection, not a sort of the whole vocabulary. */
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits);
+/* The next token from the top-k candidates alone, as lynn_sampler_sample
+ * would draw it from the whole vocabulary's logits (the same token and the
+ * same generator state): x[i] and ids[i] are the n = min(top_k, finite
+ * logits) largest by logit / temperature, in that order (descending, lower
+ * id first on ties; -inf and NaN never among them) - what a device
+ * computes so that the logits need not come back. -1 when the sampler is
+ * not a top-k one or the candidates are not in that order (n < 1,
+ * n > top_k). */
+int32_t lynn_sampler_sample_top(struct lynn_sampler *s, const float *x, const int32_t *ids, int n);
 /* argmax (lowest index on ties). */
 int32_t lynn_sample_greedy(const float *logits, int n);
 /* The largest non-NaN value of v[0, n) (-inf if none), in 8 independent

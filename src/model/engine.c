@@ -453,8 +453,8 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	int32_t *ids = NULL;
 	bool *want = NULL;
 	float *logits = NULL;
-	int32_t *dev_id = NULL; /* the device's greedy picks, and their finiteness */
-	bool *dev_fin = NULL, dev = false;
+	struct lynn_row_picks pk = { 0 }; /* what the device gives back instead (dev) */
+	bool dev = false, dev_topk = false;
 	struct pick *picks = NULL;
 	int rc = 0;
 
@@ -478,21 +478,47 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	}
 	if (!rows)
 		goto out;
-	/* every gen greedy and without logprobs, on a model whose logits stay
-	 * on a device: the device picks, and the logits never come back */
+	/* every gen greedy or top-k (k <= LYNN_DEVICE_TOP_K), and without
+	 * logprobs, on a model whose logits stay on a device: the device picks
+	 * (or finds the top-k candidates the sampler draws from), and the
+	 * logits never come back */
 	dev = n_want && lynn_model_picks_on_device(e->model);
-	for (size_t i = 0; dev && i < n; i++)
-		dev = g[i]->r.finish || (g[i]->opts.sample.temperature <= 0.0f && !g[i]->opts.logprobs);
+	for (size_t i = 0; dev && i < n; i++) {
+		const struct lynn_sample_params *sp = &g[i]->opts.sample;
+		const bool sampled = sp->temperature > 0.0f;
+		dev = g[i]->r.finish || (!g[i]->opts.logprobs &&
+					 (!sampled || (sp->top_k > 0 && sp->top_k <= LYNN_DEVICE_TOP_K)));
+		dev_topk |= !g[i]->r.finish && sampled;
+	}
+	dev_topk &= dev;
 	seqs = malloc((size_t)rows * sizeof *seqs);
 	ids = malloc((size_t)rows * sizeof *ids);
 	want = malloc((size_t)rows * sizeof *want);
 	if (dev) {
-		dev_id = malloc((size_t)n_want * sizeof *dev_id);
-		dev_fin = malloc((size_t)n_want * sizeof *dev_fin);
+		pk.greedy = malloc((size_t)n_want * sizeof *pk.greedy);
+		pk.finite = malloc((size_t)n_want * sizeof *pk.finite);
+		if (dev_topk) {
+			int *k = malloc((size_t)n_want * sizeof *k);
+			float *t = malloc((size_t)n_want * sizeof *t);
+			pk.top_k = k;
+			pk.temperature = t;
+			pk.n_cand = malloc((size_t)n_want * sizeof *pk.n_cand);
+			pk.cand_id = malloc((size_t)n_want * LYNN_DEVICE_TOP_K * sizeof *pk.cand_id);
+			pk.cand_x = malloc((size_t)n_want * LYNN_DEVICE_TOP_K * sizeof *pk.cand_x);
+			/* the wanted rows come in the gens' order, one a gen */
+			for (size_t i = 0, w = 0; k && t && i < n; i++) {
+				const struct lynn_gen *x = g[i];
+				if (x->r.finish || (x->n_fed < x->n_prompt && x->n_fed + (size_t)take[i] < x->n_prompt))
+					continue;
+				k[w] = x->opts.sample.temperature > 0.0f ? x->opts.sample.top_k : 0;
+				t[w++] = x->opts.sample.temperature;
+			}
+		}
 	} else if (n_want) {
 		logits = malloc((size_t)n_want * (size_t)n_vocab * sizeof *logits);
 	}
-	if (!seqs || !ids || !want || (n_want && !logits && !(dev_id && dev_fin))) {
+	if (!seqs || !ids || !want || (n_want && !logits && !(pk.greedy && pk.finite)) ||
+	    (dev_topk && !(pk.top_k && pk.temperature && pk.n_cand && pk.cand_id && pk.cand_x))) {
 		rc = lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
 		goto out;
 	}
@@ -513,7 +539,7 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			want[r++] = true;
 		}
 	}
-	rc = dev ? lynn_model_forward_greedy(e->model, rows, seqs, ids, want, dev_id, dev_fin, err)
+	rc = dev ? lynn_model_forward_picks(e->model, rows, seqs, ids, want, &pk, err)
 		 : lynn_model_forward(e->model, rows, seqs, ids, want, logits, err);
 	if (rc)
 		goto out;
@@ -533,8 +559,18 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			if (x->n_fed < x->n_prompt)
 				continue;
 		}
-		picks[w] = dev ? (struct pick){ x, NULL, n_vocab, dev_id[w], dev_fin[w] }
+		picks[w] = dev ? (struct pick){ x, NULL, n_vocab, pk.greedy[w], pk.finite[w] }
 			       : (struct pick){ x, logits + (size_t)w * (size_t)n_vocab, n_vocab, 0, true };
+		/* a sampled row draws from its candidates (none: every logit -inf
+		 * or NaN, where the sampler takes the greedy pick too) */
+		if (dev_topk && pk.top_k[w] > 0 && pk.n_cand[w] > 0 &&
+		    (picks[w].id = lynn_sampler_sample_top(x->smp, pk.cand_x + (size_t)w * LYNN_DEVICE_TOP_K,
+							   pk.cand_id + (size_t)w * LYNN_DEVICE_TOP_K,
+							   pk.n_cand[w])) < 0) {
+			rc = lynn_errf(err, -LYNN_ECUDA, "engine: the device's top-k candidates of row %lld are "
+				       "not in order", (long long)w);
+			goto out;
+		}
 		w++;
 	}
 	/* the picks on the model's threads (the pass is over; made already on
@@ -551,8 +587,13 @@ out:
 	free(ids);
 	free(want);
 	free(logits);
-	free(dev_id);
-	free(dev_fin);
+	free(pk.greedy);
+	free(pk.finite);
+	free((void *)pk.top_k);
+	free((void *)pk.temperature);
+	free(pk.n_cand);
+	free(pk.cand_id);
+	free(pk.cand_x);
 	return rc;
 }
 

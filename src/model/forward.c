@@ -573,21 +573,29 @@ bool lynn_model_picks_on_device(const struct lynn_model *m)
 	return m->cuda != NULL;
 }
 
-int lynn_model_forward_greedy(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
-			      const int32_t *ids, const bool *want, int32_t *picks, bool *finite,
-			      struct lynn_err *err)
+int lynn_model_forward_picks(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+			     const int32_t *ids, const bool *want, const struct lynn_row_picks *pk,
+			     struct lynn_err *err)
 {
 	int rc = check_rows(m, n, seqs, ids, err);
 	if (rc)
 		return rc;
+	for (int64_t i = 0, w = 0; pk->top_k && i < n; i++) {
+		if (want && !want[i])
+			continue;
+		if (pk->top_k[w] < 0 || pk->top_k[w] > LYNN_DEVICE_TOP_K ||
+		    (pk->top_k[w] > 0 && !(pk->temperature[w] > 0.0f && pk->temperature[w] < INFINITY)))
+			return lynn_errf(err, -LYNN_EINVAL, "model: wanted row %lld: top_k %d (0..%d) with "
+					 "temperature %g", (long long)w, pk->top_k[w], LYNN_DEVICE_TOP_K,
+					 pk->temperature[w]);
+		w++;
+	}
 #ifdef LYNN_CUDA
 	if (m->cuda)
-		return lynn_cuda_forward_greedy(m, n, seqs, ids, want, picks, finite, err);
+		return lynn_cuda_forward_picks(m, n, seqs, ids, want, pk, err);
 #endif
 	(void)want;
-	(void)picks;
-	(void)finite;
-	return lynn_errf(err, -LYNN_EUNSUPPORTED, "model: greedy picks on the device need the CUDA runner");
+	return lynn_errf(err, -LYNN_EUNSUPPORTED, "model: picks on the device need the CUDA runner");
 }
 
 int lynn_model_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,

@@ -119,16 +119,37 @@ struct lynn_model *lynn_model_open_gguf(const char *path, const struct lynn_mode
 					struct lynn_err *err);
 bool lynn_model_path_is_gguf(const char *path);
 
-/* lynn_model_forward, but for each wanted row only the token
- * lynn_sample_greedy would pick from its logits (picks) and whether all of
- * them are finite (finite), made where the logits are: on the CUDA runner
- * a step then brings back 8 bytes a row instead of the vocabulary's logits.
- * Only for models on a device (lynn_model_picks_on_device); elsewhere
- * -LYNN_EUNSUPPORTED. */
+/* The most top-k candidates a row may ask of the device
+ * (lynn_row_picks.top_k). */
+#define LYNN_DEVICE_TOP_K 64
+
+/* What lynn_model_forward_picks gives back for each wanted row w instead
+ * of its logits, made where the logits are: */
+struct lynn_row_picks {
+	/* in: NULL, or top_k[w] in [0, LYNN_DEVICE_TOP_K] (0: the greedy pick
+	 * only) with temperature[w] > 0 where top_k[w] > 0 */
+	const int *top_k;
+	const float *temperature;
+	/* out: the token lynn_sample_greedy picks and whether every logit is
+	 * finite; with top_k, the n_cand[w] <= top_k[w] largest logits by
+	 * logit / temperature (descending, lower id first on ties; never -inf
+	 * or NaN), ids and logits at [w * LYNN_DEVICE_TOP_K + i], as
+	 * lynn_sampler_sample_top takes them */
+	int32_t *greedy;
+	bool *finite;
+	int *n_cand;
+	int32_t *cand_id;
+	float *cand_x;
+};
+
+/* lynn_model_forward with lynn_row_picks instead of the logits: on the
+ * CUDA runner a greedy step brings back 8 bytes a row, a top-k one 8 bytes
+ * a candidate, instead of the vocabulary's logits. Only for models on a
+ * device (lynn_model_picks_on_device); elsewhere -LYNN_EUNSUPPORTED. */
 bool lynn_model_picks_on_device(const struct lynn_model *m);
-int lynn_model_forward_greedy(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
-			      const int32_t *ids, const bool *want, int32_t *picks, bool *finite,
-			      struct lynn_err *err);
+int lynn_model_forward_picks(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+			     const int32_t *ids, const bool *want, const struct lynn_row_picks *pk,
+			     struct lynn_err *err);
 
 /* kernels/runner.cu (built with CUDA only; call sites are under
  * LYNN_CUDA): the same forward pass on one CUDA device. model_init copies
@@ -144,13 +165,14 @@ void lynn_cuda_seq_free(struct lynn_seq *s);
 void lynn_cuda_seq_reset(struct lynn_seq *s);
 int lynn_cuda_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
 		      const int32_t *ids, const bool *want, float *logits, struct lynn_err *err);
-/* lynn_model_forward_greedy on the device; lynn_cuda_greedy: the same picks
- * over host logits ([rows][V]), the kernels' test against lynn_sample_greedy. */
-int lynn_cuda_forward_greedy(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
-			     const int32_t *ids, const bool *want, int32_t *picks, bool *finite,
-			     struct lynn_err *err);
-int lynn_cuda_greedy(const float *logits, int64_t rows, int V, int32_t *picks, bool *finite,
-		     struct lynn_err *err);
+/* lynn_model_forward_picks on the device; lynn_cuda_picks: the same picks
+ * over host logits ([rows][V]), the kernels' test against
+ * lynn_sample_greedy and a full sort. */
+int lynn_cuda_forward_picks(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
+			    const int32_t *ids, const bool *want, const struct lynn_row_picks *pk,
+			    struct lynn_err *err);
+int lynn_cuda_picks(const float *logits, int64_t rows, int V, const struct lynn_row_picks *pk,
+		    struct lynn_err *err);
 int lynn_cuda_lora_upload(struct lin *l, struct lynn_err *err);
 void lynn_cuda_lora_drop(struct lin *l);
 

@@ -217,18 +217,22 @@ int main(int argc, char **argv)
 			free(blg);
 		}
 		/* The engine's decode, as lynn generate and lynn serve run it
-		 * (ignoring end-of-generation ids): 1 and 8 sequences, greedy and
-		 * sampled (temperature 0.7, top-p 0.95). Greedy on a device makes
-		 * the picks there, so the logits do not come back to the host
-		 * (lynn_model_forward_greedy). */
-		for (int run = 0; run < 4; run++) {
-			const int B = run & 1 ? 8 : 1;
-			const bool sampled = run >= 2;
+		 * (ignoring end-of-generation ids): 1 and 8 sequences, greedy,
+		 * sampled (temperature 0.7, top-p 0.95) and sampled with Qwen's
+		 * recommended top-k 20 (temperature 0.7, top-p 0.8). On a device,
+		 * greedy and top-k steps find the picks or the candidates there, so
+		 * the logits do not come back to the host
+		 * (lynn_model_forward_picks). */
+		static const char *const how[3] = { "greedy", "sampled (T 0.7, top-p 0.95)",
+						    "sampled (T 0.7, top-k 20, top-p 0.8)" };
+		for (int run = 0; run < 6; run++) {
+			const int B = run & 1 ? 8 : 1, kind = run / 2;
 			struct lynn_gen_opts go = { .max_tokens = D + 1, .ignore_eos = true };
 			lynn_sample_params_init(&go.sample); /* greedy */
-			if (sampled) {
+			if (kind > 0) {
 				go.sample.temperature = 0.7f;
-				go.sample.top_p = 0.95f;
+				go.sample.top_p = kind == 1 ? 0.95f : 0.8f;
+				go.sample.top_k = kind == 1 ? 0 : 20;
 				go.sample.seed = 1;
 			}
 			struct lynn_gen *gs[8];
@@ -254,8 +258,8 @@ int main(int argc, char **argv)
 				for (int b = 0; b < B; b++)
 					lynn_gen_free(gs[b]);
 			}
-			printf("threads %d: engine %s decode of %d sequence%s: %.2f tok/s in all\n", T,
-			       sampled ? "sampled (T 0.7, top-p 0.95)" : "greedy", B, B > 1 ? "s" : "", B * D / best);
+			printf("threads %d: engine %s decode of %d sequence%s: %.2f tok/s in all\n", T, how[kind], B,
+			       B > 1 ? "s" : "", B * D / best);
 		}
 		fflush(stdout);
 		free(ids);
