@@ -1059,6 +1059,18 @@ START_TEST(test_cuda_topk_candidates)
 }
 END_TEST
 
+/* An engine on the CUDA device for model dir, or NULL (the test skipped:
+ * no device) */
+static struct lynn_engine *open_cuda_engine(const char *dir)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_engine_opts eo = { .n_threads = 2, .device = LYNN_DEVICE_CUDA };
+	struct lynn_engine *e = lynn_engine_open(dir, &eo, &err);
+	if (!e)
+		fprintf(stderr, "check_model: %s; CUDA engine test skipped\n", err.msg);
+	return e;
+}
+
 /* The engine's top-k sampling on the CUDA runner (candidates found on the
  * device, the draw on the host) gives the tokens of the host path (logprobs
  * asked for: the logits come back and lynn_sampler_sample draws), seed for
@@ -1066,12 +1078,9 @@ END_TEST
 START_TEST(test_cuda_engine_topk)
 {
 	struct lynn_err err = { 0 };
-	struct lynn_engine_opts eo = { .n_threads = 2, .device = LYNN_DEVICE_CUDA };
-	struct lynn_engine *e = lynn_engine_open(models[_i], &eo, &err);
-	if (!e) {
-		fprintf(stderr, "check_model: %s; CUDA engine test skipped\n", err.msg);
+	struct lynn_engine *e = open_cuda_engine(models[_i]);
+	if (!e)
 		return;
-	}
 	static const struct {
 		float t, top_p, min_p;
 		int k;
@@ -1107,12 +1116,9 @@ END_TEST
 START_TEST(test_cuda_engine_greedy)
 {
 	struct lynn_err err = { 0 };
-	struct lynn_engine_opts eo = { .n_threads = 2, .device = LYNN_DEVICE_CUDA };
-	struct lynn_engine *e = lynn_engine_open(models[_i], &eo, &err);
-	if (!e) {
-		fprintf(stderr, "check_model: %s; CUDA engine test skipped\n", err.msg);
+	struct lynn_engine *e = open_cuda_engine(models[_i]);
+	if (!e)
 		return;
-	}
 	cJSON *ref_gen = lynn_json_load(FIXTURES "/ref_generate.json", 1 << 20, &err);
 	ck_assert_msg(ref_gen != NULL, "%s", err.msg);
 	const cJSON *c;
