@@ -44,11 +44,12 @@ extern "C" {
 #define MAX_HD 512         /* attention head dim (multiple of 32) */
 
 /* ===== launches =====
- * Every kernel here is launched with programmatic stream serialization
- * (unless LYNN_CUDA_NO_PDL is set at open): it may be scheduled as soon as
- * the kernel before it on the stream has started, and it waits for that
+ * A decode step's kernels (passes of at most GRAPH_MAX_ROWS rows; see
+ * forward_chunk) are launched with programmatic stream serialization
+ * (unless LYNN_CUDA_NO_PDL is set at open): each may be scheduled as soon
+ * as the kernel before it on the stream has started, and waits for that
  * kernel's end (griddepcontrol.wait, which returns at once for a kernel
- * launched plainly) before it reads or writes anything, so a decode step's
+ * launched plainly) before it reads or writes anything, so the step's
  * short kernels do not each pay a launch after the one before has ended. */
 static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
@@ -99,7 +100,7 @@ struct dlayer {
 	float *in_norm, *post_norm, *q_norm, *k_norm, *conv_w, *neg_a, *dt_bias, *gnorm;
 	struct dlin q, k, v, o, qkv, z, b, a, out, router, sg, su, sd, sgate;
 	struct dbank eg, eu, ed;
-	struct dbank egu;          /* NVFP4 gate and up as one [E, 2I, H] bank (up_gate_up), eg/eu then unset */
+	struct dbank egu;          /* NVFP4 gate and up as one [E, 2I, H] bank (up_experts), eg/eu then unset */
 	bool shx;                  /* the shared expert is expert E of egu and ed (sg, su, sd point there) */
 	bool elora;                /* adapters on some routed experts (note_expert_lora) */
 };
@@ -1269,7 +1270,7 @@ __global__ void k_topk_part(const float *logits, int V, const int *topk, const f
 	extern __shared__ float tk_key[];
 	__shared__ float wv[8];
 	__shared__ int wi[8];
-	const int r = blockIdx.y, k = topk[r], t = threadIdx.x;
+	const int r = blockIdx.y, k = min(topk[r], LYNN_DEVICE_TOP_K), t = threadIdx.x;
 	const int per = (V + TOPK_BLOCKS - 1) / TOPK_BLOCKS, lo = blockIdx.x * per;
 	const int n = V - lo < per ? (V - lo > 0 ? V - lo : 0) : per;
 	const int64_t o = (int64_t)r * TOPK_BLOCKS + blockIdx.x;
@@ -1310,7 +1311,7 @@ __global__ void k_topk_end(const float *logits, int V, const int *topk, const fl
 			   const int *pn, int *out)
 {
 	pdl_enter();
-	const int r = blockIdx.x, lane = threadIdx.x, k = topk[r];
+	const int r = blockIdx.x, lane = threadIdx.x, k = min(topk[r], LYNN_DEVICE_TOP_K);
 	int *rec = out + (int64_t)PICK_REC * r;
 	const int64_t o = (int64_t)r * TOPK_BLOCKS + lane;
 	const int cnt = k > 0 ? pn[o] : 0;
