@@ -305,8 +305,8 @@ static void bank_lin(struct dlin *d, const struct dbank *b, int e, int h, int np
 	d->q.d_alpha = b->q.d_alpha + e;
 }
 
-/* Whether expert (or shared expert) e's gate g, up u and down d fit the
- * expert MLP call: NVFP4, gate and up with one tensor multiplier, the
+/* Whether an expert's (or the shared expert's) gate g, up u and down d fit
+ * the expert MLP call: NVFP4, gate and up with one tensor multiplier, the
  * shapes of expert 0 (g0, d0) with H and I multiples of 128. */
 static bool mlp_fits(const struct lin *g, const struct lin *u, const struct lin *d, const struct lin *g0,
 		     const struct lin *d0)
@@ -1173,16 +1173,32 @@ __device__ __forceinline__ void greedy_warp(float &bv, int &bi)
 		greedy_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
 }
 
+/* the best (value, id) of the block's (at most 256) threads, in every
+ * thread; wv, wi: 8 in shared memory, free again when it returns */
+__device__ __forceinline__ void block_best(float &bv, int &bi, float *wv, int *wi)
+{
+	greedy_warp(bv, bi);
+	const int w = threadIdx.x >> 5;
+	__syncthreads(); /* an earlier call has read wv, wi */
+	if ((threadIdx.x & 31) == 0) {
+		wv[w] = bv;
+		wi[w] = bi;
+	}
+	__syncthreads();
+	for (int j = 0; j < (int)(blockDim.x >> 5); j++)
+		greedy_take(bv, bi, wv[j], wi[j]);
+}
+
 /* grid (GREEDY_BLOCKS, rows), 256 threads; part: [row][block] values, ids
  * (INT_MAX: none but NaNs) and finiteness */
 __global__ void k_greedy_part(const float *logits, int V, float *pv, int *pi, int *pf)
 {
 	pdl_enter();
-	__shared__ float sv[8];
-	__shared__ int si[8], sf[8];
+	__shared__ float wv[8];
+	__shared__ int wi[8];
 	const float *l = logits + (int64_t)blockIdx.y * V;
 	const int per = (V + GREEDY_BLOCKS - 1) / GREEDY_BLOCKS, lo = blockIdx.x * per;
-	const int hi = lo + per < V ? lo + per : V, t = threadIdx.x, w = t >> 5;
+	const int hi = lo + per < V ? lo + per : V, t = threadIdx.x;
 	float bv = -INFINITY;
 	int bi = INT_MAX, bad = 0;
 	for (int i = lo + t; i < hi; i += blockDim.x) { /* ids rise: strict > keeps the first */
@@ -1190,23 +1206,13 @@ __global__ void k_greedy_part(const float *logits, int V, float *pv, int *pi, in
 		bad |= !(fabsf(v) <= FLT_MAX);
 		greedy_take(bv, bi, v, i);
 	}
-	greedy_warp(bv, bi);
-	bad = __any_sync(0xffffffffu, bad);
-	if ((t & 31) == 0) {
-		sv[w] = bv;
-		si[w] = bi;
-		sf[w] = bad;
-	}
-	__syncthreads();
+	block_best(bv, bi, wv, wi);
+	bad = __syncthreads_or(bad);
 	if (t == 0) {
-		for (int j = 1; j < (int)(blockDim.x >> 5); j++) {
-			greedy_take(sv[0], si[0], sv[j], si[j]);
-			sf[0] |= sf[j];
-		}
 		const int o = blockIdx.y * GREEDY_BLOCKS + blockIdx.x;
-		pv[o] = sv[0];
-		pi[o] = si[0];
-		pf[o] = !sf[0];
+		pv[o] = bv;
+		pi[o] = bi;
+		pf[o] = !bad;
 	}
 }
 
@@ -1245,21 +1251,6 @@ __global__ void k_greedy_end(const float *logits, int V, const float *pv, const 
 #define TOPK_BLOCKS 32
 #define PICK_REC (3 + 2 * LYNN_DEVICE_TOP_K)
 
-/* the best (value, id) of the block's 256 threads, in every thread */
-__device__ __forceinline__ void topk_block_best(float &bv, int &bi, float *wv, int *wi)
-{
-	greedy_warp(bv, bi);
-	const int w = threadIdx.x >> 5;
-	__syncthreads(); /* the round before has read wv, wi */
-	if ((threadIdx.x & 31) == 0) {
-		wv[w] = bv;
-		wi[w] = bi;
-	}
-	__syncthreads();
-	for (int j = 0; j < (int)(blockDim.x >> 5); j++)
-		greedy_take(bv, bi, wv[j], wi[j]);
-}
-
 /* grid (TOPK_BLOCKS, rows), 256 threads, the slice's keys in dynamic shared
  * memory; part: [row][block][LYNN_DEVICE_TOP_K] keys and ids, [row][block]
  * counts */
@@ -1291,7 +1282,7 @@ __global__ void k_topk_part(const float *logits, int V, const int *topk, const f
 			if (v == v && (pvv > v || (pvv == v && pii < id)))
 				greedy_take(bv, bi, v, id);
 		}
-		topk_block_best(bv, bi, wv, wi);
+		block_best(bv, bi, wv, wi);
 		if (bi == INT_MAX)
 			break;
 		if (t == 0) {
@@ -1334,24 +1325,45 @@ __global__ void k_topk_end(const float *logits, int V, const int *topk, const fl
 		rec[2] = got;
 }
 
-/* the picks of rows logits (on the device, [rows][V]) into out (device,
- * rec ints a row) on stream st: the greedy ones, and with topk (device,
- * [rows]; PICK_REC records) the top-k candidates; pv/pi/pf and tv/ti/tn:
- * the blocks' parts */
-static void pick_rows(const float *logits, int64_t rows, int V, float *pv, int *pi, int *pf, const int *topk,
-		      const float *temp, float *tv, int *ti, int *tn, int *out, cudaStream_t st, bool pdl)
+/* The device memory of pick_rows for `rows` rows: the blocks' parts
+ * (greedy: gv, gi, gf; top-k: tv, ti, tn) and the records (out, 2 or
+ * PICK_REC ints a row); top-k's inputs (topk: NULL for greedy picks only,
+ * temp) are the caller's. */
+struct pick_mem {
+	float *gv, *tv, *temp;
+	int *gi, *gf, *ti, *tn, *topk, *out;
+};
+
+/* pick_mem's buffers carved from a (for rows rows; top-k ones too with topk) */
+static void carve_picks(struct lynn_arena *a, struct pick_mem *pm, int64_t rows, bool topk)
 {
-	const int rec = topk ? PICK_REC : 2;
-	launch(pdl, k_greedy_part, dim3(GREEDY_BLOCKS, (unsigned)rows), 256, 0, st, logits, V, pv, pi, pf);
-	launch(pdl, k_greedy_end, (unsigned)rows, 32, 0, st, logits, V, pv, pi, pf, out, rec);
-	if (!topk)
+	const size_t ng = (size_t)rows * GREEDY_BLOCKS, nt = topk ? (size_t)rows * TOPK_BLOCKS : 0;
+	pm->gv = (float *)lynn_carve(a, ng * sizeof(float));
+	pm->gi = (int *)lynn_carve(a, ng * sizeof(int));
+	pm->gf = (int *)lynn_carve(a, ng * sizeof(int));
+	pm->out = (int *)lynn_carve(a, (size_t)rows * (topk ? PICK_REC : 2) * sizeof(int));
+	pm->tv = (float *)lynn_carve(a, nt * LYNN_DEVICE_TOP_K * sizeof(float));
+	pm->ti = (int *)lynn_carve(a, nt * LYNN_DEVICE_TOP_K * sizeof(int));
+	pm->tn = (int *)lynn_carve(a, nt * sizeof(int));
+}
+
+/* the picks of rows logits (on the device, [rows][V]) into pm->out on
+ * stream st: the greedy ones, and with pm->topk the top-k candidates */
+static void pick_rows(const float *logits, int64_t rows, int V, const struct pick_mem *pm, cudaStream_t st,
+		      bool pdl)
+{
+	const int rec = pm->topk ? PICK_REC : 2;
+	launch(pdl, k_greedy_part, dim3(GREEDY_BLOCKS, (unsigned)rows), 256, 0, st, logits, V, pm->gv, pm->gi,
+	       pm->gf);
+	launch(pdl, k_greedy_end, (unsigned)rows, 32, 0, st, logits, V, pm->gv, pm->gi, pm->gf, pm->out, rec);
+	if (!pm->topk)
 		return;
 	const size_t sh = (size_t)(V + TOPK_BLOCKS - 1) / TOPK_BLOCKS * sizeof(float);
 	if (sh > 48 * 1024) /* vocabularies past 393,216 ids */
 		cudaFuncSetAttribute(k_topk_part, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh);
-	launch(pdl, k_topk_part, dim3(TOPK_BLOCKS, (unsigned)rows), 256, sh, st, logits, V, topk, temp, tv, ti,
-	       tn);
-	launch(pdl, k_topk_end, (unsigned)rows, 32, 0, st, logits, V, topk, tv, ti, tn, out);
+	launch(pdl, k_topk_part, dim3(TOPK_BLOCKS, (unsigned)rows), 256, sh, st, logits, V, pm->topk, pm->temp,
+	       pm->tv, pm->ti, pm->tn);
+	launch(pdl, k_topk_end, (unsigned)rows, 32, 0, st, logits, V, pm->topk, pm->tv, pm->ti, pm->tn, pm->out);
 }
 
 /* ===== the pass ===== */
@@ -1361,12 +1373,8 @@ struct scratch {
 	float *Gg, *Ug, *act, *Yg, *HSg, *HSu, *HSa, *YS, *SG, *lora, *logits;
 	__nv_bfloat16 *xnb, *Ob, *O2b, *Xg, *actb, *HSab;
 	int *sele, *ord;
-	float *gv;                 /* greedy picks: the blocks' best values, */
-	int *gi, *gf, *gout;       /* their ids and finiteness, the picks (2 or PICK_REC ints a row) */
-	float *tv;                 /* top-k candidates (pick_rows): the blocks' keys, */
-	int *ti, *tn;              /* their ids and counts */
-	float *temp;               /* staged: a wanted row's temperature and top-k (0: greedy) */
-	int *topk;
+	struct pick_mem pm;        /* the wanted rows' picks (pick_rows); its topk and temp
+				    * staged: a wanted row's top-k (0: greedy) and temperature */
 	/* staged from the host */
 	int *ids, *seq_rows, *seq_start, *want_rows;
 	int64_t *pos;
@@ -1415,15 +1423,7 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->HSab = (__nv_bfloat16 *)lynn_carve(a, n * m->Is * b);
 	s->sele = (int *)lynn_carve(a, nks * sizeof(int));
 	s->ord = (int *)lynn_carve(a, nk * sizeof(int));
-	size_t ng = (size_t)(nw > 0 ? nw : 1) * GREEDY_BLOCKS;
-	s->gv = (float *)lynn_carve(a, ng * f);
-	s->gi = (int *)lynn_carve(a, ng * sizeof(int));
-	s->gf = (int *)lynn_carve(a, ng * sizeof(int));
-	s->gout = (int *)lynn_carve(a, (size_t)(nw > 0 ? nw : 1) * (topk ? PICK_REC : 2) * sizeof(int));
-	size_t nt = topk ? (size_t)(nw > 0 ? nw : 1) * TOPK_BLOCKS : 0;
-	s->tv = (float *)lynn_carve(a, nt * LYNN_DEVICE_TOP_K * f);
-	s->ti = (int *)lynn_carve(a, nt * LYNN_DEVICE_TOP_K * sizeof(int));
-	s->tn = (int *)lynn_carve(a, nt * sizeof(int));
+	carve_picks(a, &s->pm, nw > 0 ? nw : 1, topk);
 }
 
 /* The chunk's small host arrays, staged in one pinned buffer. */
@@ -1780,8 +1780,7 @@ static int record(struct pass *p, int64_t n, int ns, int64_t nw)
 		if ((rc = lin_run(p, &c->lm_head, s->xn, s->xnb, (int)nw, s->logits)))
 			return rc;
 		if (p->picks)
-			pick_rows(s->logits, nw, m->V, s->gv, s->gi, s->gf, p->topk ? s->topk : nullptr, s->temp,
-				  s->tv, s->ti, s->tn, s->gout, p->st, p->pdl);
+			pick_rows(s->logits, nw, m->V, &s->pm, p->st, p->pdl);
 	}
 	return launch_check(p, "forward");
 }
@@ -1946,8 +1945,8 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	s->seq_rows = (int *)((char *)h.seq_rows + off);
 	s->seq_start = (int *)((char *)h.seq_start + off);
 	s->want_rows = (int *)((char *)h.want_rows + off);
-	s->topk = (int *)((char *)h.topk + off);
-	s->temp = (float *)((char *)h.temp + off);
+	s->pm.topk = p.topk ? (int *)((char *)h.topk + off) : nullptr;
+	s->pm.temp = (float *)((char *)h.temp + off);
 	s->row_kc = (float *const *const *)((char *)h.row_kc + off);
 	s->row_vc = (float *const *const *)((char *)h.row_vc + off);
 	s->seq_conv = (float *const *const *)((char *)h.seq_conv + off);
@@ -1964,7 +1963,7 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	if (nw > 0 && o->picks) {
 		if (!(picks = (int *)malloc((size_t)nw * rec * sizeof(int))))
 			return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
-		if (cudaMemcpyAsync(picks, s->gout, (size_t)nw * rec * sizeof(int), cudaMemcpyDeviceToHost, p.st) !=
+		if (cudaMemcpyAsync(picks, s->pm.out, (size_t)nw * rec * sizeof(int), cudaMemcpyDeviceToHost, p.st) !=
 		    cudaSuccess)
 			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the picks back failed");
 	} else if (nw > 0) {
@@ -2032,36 +2031,32 @@ extern "C" int lynn_cuda_picks(const float *logits, int64_t rows, int V, const s
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: picks: %lld rows of %d", (long long)rows, V);
 	const bool topk = pk->top_k != NULL;
 	const int rec = topk ? PICK_REC : 2;
-	const size_t ng = (size_t)rows * GREEDY_BLOCKS, nt = (size_t)rows * TOPK_BLOCKS;
 	struct lynn_arena a = { NULL, 0, 0 };
-	float *dl, *gv, *tv, *tt;
-	int *gi, *gf, *go, *ti, *tn, *tk;
+	struct pick_mem pm;
+	float *dl;
 	int rc = 0;
 	for (int pass = 0; pass < 2; pass++) { /* sizes, then places */
 		a.used = 0;
 		dl = (float *)lynn_carve(&a, (size_t)rows * V * sizeof(float));
-		gv = (float *)lynn_carve(&a, ng * sizeof(float));
-		gi = (int *)lynn_carve(&a, ng * sizeof(int));
-		gf = (int *)lynn_carve(&a, ng * sizeof(int));
-		go = (int *)lynn_carve(&a, (size_t)rows * rec * sizeof(int));
-		tv = (float *)lynn_carve(&a, nt * LYNN_DEVICE_TOP_K * sizeof(float));
-		ti = (int *)lynn_carve(&a, nt * LYNN_DEVICE_TOP_K * sizeof(int));
-		tn = (int *)lynn_carve(&a, nt * sizeof(int));
-		tk = (int *)lynn_carve(&a, (size_t)rows * sizeof(int));
-		tt = (float *)lynn_carve(&a, (size_t)rows * sizeof(float));
+		carve_picks(&a, &pm, rows, topk);
+		pm.topk = (int *)lynn_carve(&a, (size_t)rows * sizeof(int));
+		pm.temp = (float *)lynn_carve(&a, (size_t)rows * sizeof(float));
 		if (pass == 0 && cudaMalloc(&a.base, a.used) != cudaSuccess)
 			return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
 	}
+	if (!topk)
+		pm.topk = nullptr;
 	int *ho = (int *)malloc((size_t)rows * rec * sizeof(int));
 	if (!ho)
 		rc = lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
 	if (!rc && (cudaMemcpy(dl, logits, (size_t)rows * V * sizeof(float), cudaMemcpyHostToDevice) ||
-		    (topk && (cudaMemcpy(tk, pk->top_k, (size_t)rows * sizeof(int), cudaMemcpyHostToDevice) ||
-			      cudaMemcpy(tt, pk->temperature, (size_t)rows * sizeof(float), cudaMemcpyHostToDevice)))))
+		    (topk && (cudaMemcpy(pm.topk, pk->top_k, (size_t)rows * sizeof(int), cudaMemcpyHostToDevice) ||
+			      cudaMemcpy(pm.temp, pk->temperature, (size_t)rows * sizeof(float),
+					 cudaMemcpyHostToDevice)))))
 		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying logits failed");
 	if (!rc) {
-		pick_rows(dl, rows, V, gv, gi, gf, topk ? tk : nullptr, tt, tv, ti, tn, go, 0, false);
-		if (cudaMemcpy(ho, go, (size_t)rows * rec * sizeof(int), cudaMemcpyDeviceToHost))
+		pick_rows(dl, rows, V, &pm, 0, false);
+		if (cudaMemcpy(ho, pm.out, (size_t)rows * rec * sizeof(int), cudaMemcpyDeviceToHost))
 			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: picks: %s", cudaGetErrorString(cudaGetLastError()));
 	}
 	for (int64_t i = 0; !rc && i < rows; i++)

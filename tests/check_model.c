@@ -465,16 +465,23 @@ START_TEST(test_sample_greedy_edges)
 }
 END_TEST
 
+/* The sampler's order, for qsort over pointers into a row of logits:
+ * descending logit / topk_key_t (the sampler's float division), the lower
+ * id first on ties. */
+static float topk_key_t;
+
+static int by_key_desc(const void *a, const void *b)
+{
+	const float *const *x = a, *const *y = b;
+	const float kx = **x / topk_key_t, ky = **y / topk_key_t;
+	if (kx != ky)
+		return kx > ky ? -1 : 1;
+	return *x < *y ? -1 : *x > *y;
+}
+
 /* top-k and top-p over a large vocabulary (selection, not a sort): every
  * draw lies in the set a full sort gives, and the draws' frequencies follow
  * the renormalised probabilities */
-static int by_logit_desc(const void *a, const void *b)
-{
-	const float *const *x = a, *const *y = b;
-	if (**x != **y)
-		return **x > **y ? -1 : 1;
-	return *x < *y ? -1 : *x > *y;
-}
 
 START_TEST(test_sampler_large_vocab)
 {
@@ -489,7 +496,8 @@ START_TEST(test_sampler_large_vocab)
 		ord[i] = &lg[i];
 	}
 	lg[123] = -INFINITY;
-	qsort(ord, V, sizeof *ord, by_logit_desc); /* descending logit, lower id first */
+	topk_key_t = 1.0f; /* x / 1 is x: descending logit, lower id first */
+	qsort(ord, V, sizeof *ord, by_key_desc);
 	const float T = 0.5f;
 	double mass[V] = { 0 }, tot = 0.0;
 	for (int i = 0; i < V; i++)
@@ -542,16 +550,6 @@ END_TEST
  * from a full sort by logit / temperature (the same float division),
  * ties, -inf and NaN logits, logits that collide once divided, and fewer
  * finite logits than k. */
-static float topk_key_t; /* the temperature of by_key_desc */
-
-static int by_key_desc(const void *a, const void *b)
-{
-	const float *const *x = a, *const *y = b;
-	const float kx = **x / topk_key_t, ky = **y / topk_key_t;
-	if (kx != ky)
-		return kx > ky ? -1 : 1;
-	return *x < *y ? -1 : *x > *y;
-}
 
 START_TEST(test_sampler_top_candidates)
 {
@@ -626,6 +624,47 @@ START_TEST(test_sampler_top_candidates)
 	lynn_sampler_free(s);
 	free(ord);
 	free(lg);
+}
+END_TEST
+
+/* lynn_model_forward_picks refuses a wanted row's top_k outside 0..64 or
+ * a top-k row without a positive finite temperature (naming the row), and
+ * on the CPU runner, where the logits are on the host already, refuses the
+ * call itself; neither moves a sequence. */
+START_TEST(test_forward_picks_args)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_model_opts o = { .n_threads = 2, .device = LYNN_DEVICE_CPU };
+	struct lynn_model *m = lynn_model_open(models[0], &o, &err);
+	ck_assert_msg(m != NULL, "%s", err.msg);
+	struct lynn_seq *s = lynn_seq_create(m, &err);
+	struct lynn_seq *seqs[2] = { s, s };
+	const int32_t ids[2] = { 5, 6 };
+	const bool want[2] = { false, true };
+	int32_t greedy[1];
+	bool fin[1];
+	int nc[1];
+	int32_t cid[LYNN_DEVICE_TOP_K];
+	float cx[LYNN_DEVICE_TOP_K];
+	static const struct {
+		int k;
+		float t;
+		int rc;
+	} cases[] = { { 65, 0.7f, -LYNN_EINVAL }, { -1, 0.7f, -LYNN_EINVAL }, { 20, 0.0f, -LYNN_EINVAL },
+		      { 20, INFINITY, -LYNN_EINVAL }, { 20, NAN, -LYNN_EINVAL }, { 20, 0.7f, -LYNN_EUNSUPPORTED },
+		      { 0, 0.0f, -LYNN_EUNSUPPORTED } };
+	ck_assert(!lynn_model_picks_on_device(m));
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct lynn_row_picks pk = { &cases[i].k, &cases[i].t, greedy, fin, nc, cid, cx };
+		lynn_err_clear(&err);
+		ck_assert_int_eq(lynn_model_forward_picks(m, 2, seqs, ids, want, &pk, &err), cases[i].rc);
+		if (cases[i].rc == -LYNN_EINVAL)
+			ck_assert_msg(strstr(err.msg, "wanted row 0") && strstr(err.msg, "top_k"), "case %zu: %s", i,
+				      err.msg);
+		ck_assert_int_eq(lynn_seq_pos(s), 0);
+	}
+	lynn_seq_free(s);
+	lynn_model_close(m);
 }
 END_TEST
 
@@ -1169,6 +1208,7 @@ Suite *model_suite(void)
 	tcase_add_test(tc, test_sample_greedy_edges);
 	tcase_add_test(tc, test_sampler_large_vocab);
 	tcase_add_test(tc, test_sampler_top_candidates);
+	tcase_add_test(tc, test_forward_picks_args);
 	tcase_add_test(tc, test_lora_hook);
 	tcase_add_loop_test(tc, test_lora_matches_peft, 0, 2);
 	tcase_add_test(tc, test_cli_logits_generate);

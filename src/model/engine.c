@@ -454,6 +454,8 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	bool *want = NULL;
 	float *logits = NULL;
 	struct lynn_row_picks pk = { 0 }; /* what the device gives back instead (dev) */
+	int *top_k = NULL;                /* pk's inputs, a wanted row's sampling (dev_topk) */
+	float *temp = NULL;
 	bool dev = false, dev_topk = false;
 	struct pick *picks = NULL;
 	int rc = 0;
@@ -498,21 +500,11 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 		pk.greedy = malloc((size_t)n_want * sizeof *pk.greedy);
 		pk.finite = malloc((size_t)n_want * sizeof *pk.finite);
 		if (dev_topk) {
-			int *k = malloc((size_t)n_want * sizeof *k);
-			float *t = malloc((size_t)n_want * sizeof *t);
-			pk.top_k = k;
-			pk.temperature = t;
+			pk.top_k = top_k = malloc((size_t)n_want * sizeof *top_k);
+			pk.temperature = temp = malloc((size_t)n_want * sizeof *temp);
 			pk.n_cand = malloc((size_t)n_want * sizeof *pk.n_cand);
 			pk.cand_id = malloc((size_t)n_want * LYNN_DEVICE_TOP_K * sizeof *pk.cand_id);
 			pk.cand_x = malloc((size_t)n_want * LYNN_DEVICE_TOP_K * sizeof *pk.cand_x);
-			/* the wanted rows come in the gens' order, one a gen */
-			for (size_t i = 0, w = 0; k && t && i < n; i++) {
-				const struct lynn_gen *x = g[i];
-				if (x->r.finish || (x->n_fed < x->n_prompt && x->n_fed + (size_t)take[i] < x->n_prompt))
-					continue;
-				k[w] = x->opts.sample.temperature > 0.0f ? x->opts.sample.top_k : 0;
-				t[w++] = x->opts.sample.temperature;
-			}
 		}
 	} else if (n_want) {
 		logits = malloc((size_t)n_want * (size_t)n_vocab * sizeof *logits);
@@ -522,11 +514,12 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 		rc = lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
 		goto out;
 	}
-	int64_t r = 0;
+	int64_t r = 0, nw = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct lynn_gen *x = g[i];
 		if (x->r.finish)
 			continue;
+		const int64_t r0 = r;
 		if (x->n_fed < x->n_prompt) {
 			for (int64_t k = 0; k < take[i]; k++, r++) {
 				seqs[r] = x->seq;
@@ -537,6 +530,10 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			seqs[r] = x->seq;
 			ids[r] = x->r.ids.ids[x->r.ids.n - 1];
 			want[r++] = true;
+		}
+		if (dev_topk && r > r0 && want[r - 1]) { /* its wanted row: how the device picks */
+			top_k[nw] = x->opts.sample.temperature > 0.0f ? x->opts.sample.top_k : 0;
+			temp[nw++] = x->opts.sample.temperature;
 		}
 	}
 	rc = dev ? lynn_model_forward_picks(e->model, rows, seqs, ids, want, &pk, err)
@@ -589,8 +586,8 @@ out:
 	free(logits);
 	free(pk.greedy);
 	free(pk.finite);
-	free((void *)pk.top_k);
-	free((void *)pk.temperature);
+	free(top_k);
+	free(temp);
 	free(pk.n_cand);
 	free(pk.cand_id);
 	free(pk.cand_x);
