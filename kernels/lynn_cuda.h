@@ -79,6 +79,17 @@ int lynn_cuda_nvfp4_moe_gemm(const struct lynn_cuda_nvfp4_weight *w, const int32
 			     enum lynn_cuda_out out, enum lynn_cuda_path path, lynn_stream_t stream,
 			     struct lynn_err *err);
 
+/* Linears that read the same X, stacked (a decode step's input projections:
+ * DeltaNet's qkv, z, b and a as one launch): w is a bank of w->n_experts
+ * chunks of w->n rows (16, 32, 64 or 128), the parts' rows one after another
+ * cut into chunks, each chunk with its part's tensor multiplier.
+ * Y[t][g * n + r] = X[t] * (chunk g's row r)^T, rows of tokens
+ * n_experts * n apart: the parts' outputs side by side. 1 <= M <= 16,
+ * K % 128 == 0. The weight loads start before the previous kernel ends. */
+int lynn_cuda_nvfp4_stacked_gemm(const struct lynn_cuda_nvfp4_weight *w, const void *d_x, int m,
+				 void *d_y, enum lynn_cuda_out out, lynn_stream_t stream,
+				 struct lynn_err *err);
+
 /* One expert MLP over the selected experts, in two launches: for each g,
  * A[g] = silu(X[g] Wg^T) * (X[g] Wu^T) (bf16, M x I at d_act + g*M*I; Wg and
  * Wu are rows 0..I-1 and I..2I-1 of the gate_up bank [E, 2I, H], as

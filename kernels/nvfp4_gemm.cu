@@ -471,6 +471,8 @@ static __device__ __forceinline__ void tc_reduce_store(float (&acc)[MT8][4], voi
  * projection after gate/up) lets the weight loads start before the wait. */
 static __device__ __forceinline__ int tc_expert(const int32_t *ids, int ids_ready, int g)
 {
+	if (ids_ready == 2) /* stacked linears: group g is chunk g */
+		return g;
 	if (!ids)
 		return 0;
 	if (!ids_ready)
@@ -1054,6 +1056,7 @@ static int tc_kgroups(int64_t n, int64_t k, int groups)
 /* Launch flags of the tc paths, for lynn_cuda_nvfp4_moe_mlp: */
 #define TC_GATED 1u     /* a gate/up bank (N = 2I) -> silu(gate) * up, I wide (tc3, bf16) */
 #define TC_IDS_READY 2u /* the expert ids may be read before griddepcontrol.wait */
+#define TC_STACKED 4u   /* group g is chunk g of stacked linears (lynn_cuda_nvfp4_stacked_gemm) */
 
 static size_t tc_smem(int v, int mt8, int64_t k)
 {
@@ -1107,7 +1110,8 @@ static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t 
 			  int64_t ygs, unsigned flags, cudaStream_t st)
 {
 	const bool gated = flags & TC_GATED;
-	const int kg = tc_kgroups(w->n, w->k, groups);
+	/* a stacked chunk (16..128 rows) is one block's rows */
+	const int kg = flags & TC_STACKED ? (int)(128 / w->n) : tc_kgroups(w->n, w->k, groups);
 	/* output rows: a warp tile is 16 weight rows either way */
 	const int64_t rows = gated ? w->n / 2 : w->n, rows_per_block = (gated ? 8 : 16) * (8 / kg);
 	const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block * groups;
@@ -1132,7 +1136,8 @@ static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t 
 	const pdl_launch L(dim3((unsigned)((rows + rows_per_block - 1) / rows_per_block), (unsigned)groups),
 			   tc_smem(V, MT8, w->k), st);
 	cudaLaunchKernelEx(&L.cfg, kern, w->d_packed, w->d_scales, (const float *)w->d_alpha, ids,
-			   (int)!!(flags & TC_IDS_READY), x, xgs, m, w->n, w->k, kg, y, y_ld, ygs);
+			   flags & TC_STACKED ? 2 : (int)!!(flags & TC_IDS_READY), x, xgs, m, w->n, w->k, kg, y,
+			   y_ld, ygs);
 }
 
 /* tcm's shared memory: X (the block's longest K range), or the partial sums */
@@ -1355,6 +1360,39 @@ extern "C" int lynn_cuda_nvfp4_moe_gemm(const struct lynn_cuda_nvfp4_weight *w,
 	if (n_sel < 1 || !d_ids)
 		return lynn_errf(err, -LYNN_EINVAL, "cuda: nvfp4 moe: no experts selected");
 	return run(w, d_ids, n_sel, d_x, x_group_stride, m, d_y, out, path, 0, stream, err);
+}
+
+template <typename TY>
+static void launch_stacked(const struct lynn_cuda_nvfp4_weight *w, const __nv_bfloat16 *x, int m, TY *y,
+			   cudaStream_t st)
+{
+	const int64_t ld = w->n * w->n_experts;
+	if (m <= 8)
+		launch_tc_pdl<3, 1, TY>(w, NULL, (int)w->n_experts, x, 0, m, y, ld, w->n, TC_STACKED, st);
+	else
+		launch_tc_pdl<3, 2, TY>(w, NULL, (int)w->n_experts, x, 0, m, y, ld, w->n, TC_STACKED, st);
+}
+
+extern "C" int lynn_cuda_nvfp4_stacked_gemm(const struct lynn_cuda_nvfp4_weight *w, const void *d_x,
+					    int m, void *d_y, enum lynn_cuda_out out,
+					    lynn_stream_t stream, struct lynn_err *err)
+{
+	if (!w || !w->d_packed || !w->d_scales || !w->d_alpha || !d_x || !d_y || m < 1 || m > 16 ||
+	    (w->n != 16 && w->n != 32 && w->n != 64 && w->n != 128) || w->n_experts < 1 ||
+	    w->n_experts > 65535 || w->k % 128 || w->k / 128 < 128 / w->n || /* a span per K group */
+	    tc_smem(3, 2, w->k) > TC_MAX_SHM)
+		return lynn_errf(err, -LYNN_EINVAL,
+				 "cuda: nvfp4 stacked gemm: bad arguments (m %d, chunks %lld of %lld rows, k "
+				 "%lld; M 1..16, chunks of 16/32/64/128 rows, K %% 128 == 0 and K >= 16384 / rows)",
+				 m, (long long)(w ? w->n_experts : 0), (long long)(w ? w->n : 0),
+				 (long long)(w ? w->k : 0));
+	const __nv_bfloat16 *x = (const __nv_bfloat16 *)d_x;
+	if (out == LYNN_CUDA_OUT_F32)
+		launch_stacked(w, x, m, (float *)d_y, (cudaStream_t)stream);
+	else
+		launch_stacked(w, x, m, (__nv_bfloat16 *)d_y, (cudaStream_t)stream);
+	LYNN_CUDA_CHECK_LAUNCH();
+	return 0;
 }
 
 /* The gate/up launch waits for the router's ids before it lets the next

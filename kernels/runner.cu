@@ -95,10 +95,29 @@ struct dbank {                     /* one projection of every expert, expert-maj
 	struct lynn_cuda_nvfp4_weight q; /* n_experts = E */
 };
 
+/* Linears that read the same input, stored one after another so that one
+ * product runs them all (group_run): a DeltaNet layer's qkv, z, b and a, an
+ * attention layer's q, k and v, the router and the shared expert's gate. */
+#define GROUP_MAX 4
+
+struct dgroup {
+	int np;
+	struct dlin *part[GROUP_MAX];
+	int64_t n, k;              /* the parts' rows together; their columns */
+	bool dense;                /* dense parts of one dtype: w is their rows stacked */
+	enum lynn_dtype dt;
+	const void *w;
+	bool nv;                   /* NVFP4 parts: q is a bank of chunks of 32 (or 16) rows
+				    * (lynn_cuda_nvfp4_stacked_gemm) */
+	struct lynn_cuda_nvfp4_weight q;
+};
+
 struct dlayer {
 	enum lynn_layer_type type;
 	float *in_norm, *post_norm, *q_norm, *k_norm, *conv_w, *neg_a, *dt_bias, *gnorm;
 	struct dlin q, k, v, o, qkv, z, b, a, out, router, sg, su, sd, sgate;
+	struct dgroup in;          /* qkv, z, b, a (DeltaNet) or q, k, v (attention) */
+	struct dgroup route;       /* router, sgate */
 	struct dbank eg, eu, ed;
 	struct dbank egu;          /* NVFP4 gate and up as one [E, 2I, H] bank (up_experts), eg/eu then unset */
 	bool shx;                  /* the shared expert is expert E of egu and ed (sg, su, sd point there) */
@@ -142,6 +161,7 @@ struct lynn_cuda_model {
 	bool fused_mlp_off;        /* LYNN_CUDA_NO_FUSED_MLP set at open: gate and up as two banks */
 	bool shared_bank_off;      /* LYNN_CUDA_NO_SHARED_BANK set at open: the shared expert on its own */
 	bool pdl_off;              /* LYNN_CUDA_NO_PDL set at open: plain launches (launch) */
+	bool stack_off;            /* LYNN_CUDA_NO_STACK set at open: a group's linears apart (up_group) */
 	bool elora_any, elora_known; /* dlayer.elora as of adapters generation elora_gen */
 	unsigned elora_gen;
 };
@@ -222,6 +242,92 @@ static int up_lin(struct lynn_cuda_model *c, struct dlin *d, const struct lin *l
 								   (size_t)l->n_out * l->n_in / 16, err) : NULL;
 	d->q.d_alpha = d->q.d_scales ? (const float *)dev_alloc(c, &l->nv.alpha, sizeof(float), err) : NULL;
 	return d->q.d_alpha ? 0 : ERRC(err);
+}
+
+/* The group's parts (np linears l with the same columns) on the device,
+ * stacked when they allow it: dense parts of one dtype as one (n, k)
+ * array, NVFP4 parts with K % 128 == 0 as one bank of chunks of 32 rows
+ * (in_proj_qkv's tuned block, docs/benchmarks.md), or 16 where a part's
+ * rows need it, each chunk one block of the tc3 kernel with its part's
+ * tensor multiplier; each part's dlin points into the stack. Otherwise
+ * each part is uploaded on its own and the group runs them one by one. */
+static int up_group(struct lynn_cuda_model *c, struct dgroup *G, struct dlin *const *d,
+		    const struct lin *const *l, int np, struct lynn_err *err)
+{
+	memset(G, 0, sizeof *G);
+	G->np = np;
+	G->k = l[0]->n_in;
+	bool dense = !c->stack_off, nv = !c->stack_off && G->k % 128 == 0;
+	int64_t rows = 32; /* of a chunk */
+	for (int i = 0; i < np; i++) {
+		G->part[i] = d[i];
+		G->n += l[i]->n_out;
+		dense &= !l[i]->is_nv && !l[i]->is_gg && l[i]->dt == l[0]->dt && l[i]->n_in == G->k;
+		nv &= l[i]->is_nv && l[i]->n_in == G->k && l[i]->n_out % 16 == 0;
+		if (l[i]->n_out % 32)
+			rows = 16;
+	}
+	nv &= G->k / 128 >= 128 / rows; /* a span for each of the block's K groups */
+	if (!dense && !nv) {
+		for (int i = 0; i < np; i++) {
+			int rc = up_lin(c, d[i], l[i], err);
+			if (rc)
+				return rc;
+		}
+		return 0;
+	}
+	int64_t row = 0, chunks = G->n / rows;
+	char *w = NULL;
+	uint8_t *pk = NULL, *sc = NULL;
+	float *al = NULL, *alpha = NULL;
+	if (dense) {
+		G->dense = true;
+		G->dt = l[0]->dt;
+		if (!(w = (char *)dev_alloc(c, NULL, dense_bytes(G->dt, G->n, G->k), err)))
+			return ERRC(err);
+		G->w = w;
+	} else {
+		G->nv = true;
+		pk = (uint8_t *)dev_alloc(c, NULL, (size_t)G->n * G->k / 2, err);
+		sc = pk ? (uint8_t *)dev_alloc(c, NULL, (size_t)G->n * G->k / 16, err) : NULL;
+		al = sc ? (float *)dev_alloc(c, NULL, sizeof(float) * (size_t)chunks, err) : NULL;
+		if (!al)
+			return ERRC(err);
+		if (!(alpha = (float *)malloc(sizeof(float) * (size_t)chunks)))
+			return lynn_errf(err, -LYNN_ENOMEM, "cuda: out of memory");
+		G->q = (struct lynn_cuda_nvfp4_weight){ pk, sc, al, rows, G->k, chunks };
+	}
+	int rc = 0;
+	for (int i = 0; i < np && !rc; i++) {
+		struct dlin *p = d[i];
+		const int64_t n = l[i]->n_out;
+		memset(p, 0, sizeof *p);
+		p->host = l[i];
+		p->n = n;
+		p->k = G->k;
+		if (dense) {
+			p->dt = G->dt;
+			p->w = w + dense_bytes(G->dt, row, G->k);
+			if (cudaMemcpy((void *)p->w, l[i]->w, dense_bytes(G->dt, n, G->k), cudaMemcpyHostToDevice))
+				rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying '%s' failed", l[i]->name);
+		} else {
+			p->nv = true;
+			p->q = (struct lynn_cuda_nvfp4_weight){ pk + row * (G->k / 2), sc + row * (G->k / 16),
+								al + row / rows, n, G->k, 0 };
+			for (int64_t j = 0; j < n / rows; j++)
+				alpha[row / rows + j] = l[i]->nv.alpha;
+			if (cudaMemcpy((void *)p->q.d_packed, l[i]->nv.packed, (size_t)n * G->k / 2,
+				       cudaMemcpyHostToDevice) ||
+			    cudaMemcpy((void *)p->q.d_scales, l[i]->nv.scales, (size_t)n * G->k / 16,
+				       cudaMemcpyHostToDevice))
+				rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying '%s' failed", l[i]->name);
+		}
+		row += n;
+	}
+	if (!rc && nv && cudaMemcpy(al, alpha, sizeof(float) * (size_t)chunks, cudaMemcpyHostToDevice))
+		rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying the scales of '%s' failed", l[0]->name);
+	free(alpha);
+	return rc;
 }
 
 /* One bank for all E experts: expert e's rows are its parts' rows stacked,
@@ -390,6 +496,7 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 	c->fused_mlp_off = getenv("LYNN_CUDA_NO_FUSED_MLP") != NULL;
 	c->shared_bank_off = getenv("LYNN_CUDA_NO_SHARED_BANK") != NULL;
 	c->pdl_off = getenv("LYNN_CUDA_NO_PDL") != NULL;
+	c->stack_off = getenv("LYNN_CUDA_NO_STACK") != NULL;
 	int rc = 0, nl = m->cfg.n_layers;
 	LYNN_CUDA_TRY(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
 	c->L = (struct dlayer *)calloc((size_t)nl, sizeof *c->L);
@@ -412,16 +519,17 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 		    !(D->post_norm = dev_vec(c, L->post_norm, m->H, err)))
 			return ERRC(err);
 		if (L->type == LYNN_LAYER_FULL) {
-			if ((rc = up_lin(c, &D->q, &L->q, err)) || (rc = up_lin(c, &D->k, &L->k, err)) ||
-			    (rc = up_lin(c, &D->v, &L->v, err)) || (rc = up_lin(c, &D->o, &L->o, err)))
+			struct dlin *d[3] = { &D->q, &D->k, &D->v };
+			const struct lin *l[3] = { &L->q, &L->k, &L->v };
+			if ((rc = up_group(c, &D->in, d, l, 3, err)) || (rc = up_lin(c, &D->o, &L->o, err)))
 				return rc;
 			if (!(D->q_norm = dev_vec(c, L->q_norm, m->hd, err)) ||
 			    !(D->k_norm = dev_vec(c, L->k_norm, m->hd, err)))
 				return ERRC(err);
 		} else {
-			if ((rc = up_lin(c, &D->qkv, &L->qkv, err)) || (rc = up_lin(c, &D->z, &L->z, err)) ||
-			    (rc = up_lin(c, &D->b, &L->b, err)) || (rc = up_lin(c, &D->a, &L->a, err)) ||
-			    (rc = up_lin(c, &D->out, &L->out, err)))
+			struct dlin *d[4] = { &D->qkv, &D->z, &D->b, &D->a };
+			const struct lin *l[4] = { &L->qkv, &L->z, &L->b, &L->a };
+			if ((rc = up_group(c, &D->in, d, l, 4, err)) || (rc = up_lin(c, &D->out, &L->out, err)))
 				return rc;
 			if (!(D->conv_w = dev_vec(c, L->conv_w, (int64_t)m->conv_dim * m->K, err)) ||
 			    !(D->neg_a = dev_vec(c, L->neg_a, m->Hv, err)) ||
@@ -429,8 +537,9 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 			    !(D->gnorm = dev_vec(c, L->gnorm, m->dv, err)))
 				return ERRC(err);
 		}
-		if ((rc = up_lin(c, &D->router, &L->router, err)) ||
-		    (rc = up_lin(c, &D->sgate, &L->sgate, err)) || (rc = up_experts(c, D, L, m->E, err)))
+		struct dlin *dr[2] = { &D->router, &D->sgate };
+		const struct lin *lr[2] = { &L->router, &L->sgate };
+		if ((rc = up_group(c, &D->route, dr, lr, 2, err)) || (rc = up_experts(c, D, L, m->E, err)))
 			return rc;
 		if (!D->shx && ((rc = up_lin(c, &D->sg, &L->sg, err)) || (rc = up_lin(c, &D->su, &L->su, err)) ||
 				(rc = up_lin(c, &D->sd, &L->sd, err))))
@@ -778,7 +887,7 @@ static unsigned rms_threads(int64_t H)
 /* Attention inputs, one block per (row, head): heads 0..nh-1 are the query
  * heads of P (RMSNorm + RoPE in place), nh..nh+nkv-1 the key heads (norm +
  * RoPE, then written with the value head into the row's cache slot). */
-__global__ void k_qk_prep(float *P, const float *Kx, const float *Vx, const int64_t *pos,
+__global__ void k_qk_prep(float *P, int64_t ldp, const float *Kx, const float *Vx, int64_t ldkv, const int64_t *pos,
 			  float *const *const *row_kc, float *const *const *row_vc, int li,
 			  const float *q_norm, const float *k_norm, const float *inv_freq, int nh, int nkv,
 			  int hd, int rot, float eps)
@@ -788,7 +897,7 @@ __global__ void k_qk_prep(float *P, const float *Kx, const float *Vx, const int6
 	__shared__ float v[MAX_HD];
 	int i = blockIdx.x, h = blockIdx.y, kvw = nkv * hd;
 	bool isq = h < nh;
-	const float *src = isq ? P + ((int64_t)i * nh + h) * 2 * hd : Kx + (int64_t)i * kvw + (h - nh) * hd;
+	const float *src = isq ? P + (int64_t)i * ldp + (int64_t)h * 2 * hd : Kx + (int64_t)i * ldkv + (h - nh) * hd;
 	const float *w = isq ? q_norm : k_norm;
 	float ss = 0.0f;
 	for (int j = threadIdx.x; j < hd; j += blockDim.x)
@@ -807,14 +916,14 @@ __global__ void k_qk_prep(float *P, const float *Kx, const float *Vx, const int6
 	}
 	__syncthreads();
 	if (isq) {
-		float *dst = P + ((int64_t)i * nh + h) * 2 * hd;
+		float *dst = P + (int64_t)i * ldp + (int64_t)h * 2 * hd;
 		for (int j = threadIdx.x; j < hd; j += blockDim.x)
 			dst[j] = v[j];
 		return;
 	}
 	int g = h - nh;
 	float *kd = row_kc[i][li] + pos[i] * kvw + g * hd, *vd = row_vc[i][li] + pos[i] * kvw + g * hd;
-	const float *vs = Vx + (int64_t)i * kvw + g * hd;
+	const float *vs = Vx + (int64_t)i * ldkv + g * hd;
 	for (int j = threadIdx.x; j < hd; j += blockDim.x) {
 		kd[j] = v[j];
 		vd[j] = vs[j];
@@ -826,7 +935,7 @@ __global__ void k_qk_prep(float *P, const float *Kx, const float *Vx, const int6
  * own, the warps are merged, then the output gate (§3.3 steps 4-6). A lane
  * keeps hd / 32 <= NC output elements in registers. */
 template <int NC>
-__global__ void k_attn(const float *P, const int64_t *pos, float *const *const *row_kc,
+__global__ void k_attn(const float *P, int64_t ldp, const int64_t *pos, float *const *const *row_kc,
 		       float *const *const *row_vc, int li, int nh, int nkv, int hd, float *O,
 		       __nv_bfloat16 *Ob)
 {
@@ -836,7 +945,7 @@ __global__ void k_attn(const float *P, const int64_t *pos, float *const *const *
 	__shared__ float wo[ATT_WARPS][MAX_HD];
 	int i = blockIdx.x, h = blockIdx.y, g = h / (nh / nkv), kvw = nkv * hd;
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nc = hd / 32;
-	const float *qs = P + ((int64_t)i * nh + h) * 2 * hd;
+	const float *qs = P + (int64_t)i * ldp + (int64_t)h * 2 * hd;
 	for (int j = threadIdx.x; j < hd; j += blockDim.x)
 		q[j] = qs[j];
 	__syncthreads();
@@ -898,7 +1007,7 @@ __global__ void k_attn(const float *P, const int64_t *pos, float *const *const *
 
 /* Causal depthwise conv + SiLU over each sequence's rows in order (§3.4
  * step 2): block (sequence, channel block). */
-__global__ void k_conv(const float *U, float *C, const int *seq_rows, const int *seq_start,
+__global__ void k_conv(const float *U, int64_t ldu, float *C, const int *seq_rows, const int *seq_start,
 		       float *const *const *seq_conv, int li, const float *W, int K, int cd)
 {
 	pdl_enter();
@@ -909,7 +1018,7 @@ __global__ void k_conv(const float *U, float *C, const int *seq_rows, const int 
 	const float *w = W + (int64_t)ch * K;
 	for (int e = seq_start[s]; e < seq_start[s + 1]; e++) {
 		int i = seq_rows[e];
-		float u = U[(int64_t)i * cd + ch], acc = 0.0f;
+		float u = U[(int64_t)i * ldu + ch], acc = 0.0f;
 		for (int j = 0; j < K - 1; j++)
 			acc += w[j] * st[(int64_t)j * cd + ch];
 		acc += w[K - 1] * u;
@@ -930,7 +1039,7 @@ __global__ void k_conv(const float *U, float *C, const int *seq_rows, const int 
 template <int DK> struct delta_split { static const int P = DK > 64 ? 2 : 1; };
 
 template <int DK>
-__global__ void k_delta(const float *C, const float *Z, const float *Bv, const float *Av,
+__global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float *Bv, const float *Av, int64_t ldba,
 			const int *seq_rows, const int *seq_start, float *const *const *seq_rec, int li,
 			const float *neg_a, const float *dt_bias, const float *gnorm, int Hk, int Hv,
 			int dk, int dv, int cd, float eps, float *O2, __nv_bfloat16 *O2b)
@@ -967,8 +1076,8 @@ __global__ void k_delta(const float *C, const float *Z, const float *Bv, const f
 			kn[a] = k[a] * rk;
 		}
 		__syncthreads();
-		float beta = sigmoid_d(Bv[(int64_t)i * Hv + h]);
-		float decay = expf(neg_a[h] * softplus_d(Av[(int64_t)i * Hv + h] + dt_bias[h]));
+		float beta = sigmoid_d(Bv[(int64_t)i * ldba + h]);
+		float decay = expf(neg_a[h] * softplus_d(Av[(int64_t)i * ldba + h] + dt_bias[h]));
 		float v = own ? cv[2 * (int64_t)Hk * dk + (int64_t)h * dv + j] : 0.0f;
 		float o = 0.0f, mv = 0.0f;
 		if (DK > 0) { /* S^T k over the thread's share, then over the column's P threads */
@@ -1003,7 +1112,7 @@ __global__ void k_delta(const float *C, const float *Z, const float *Bv, const f
 		float ss = block_sum(lead ? o * o : 0.0f, red);
 		float r = 1.0f / sqrtf(ss / (float)dv + eps);
 		if (lead) {
-			float z = Z[(int64_t)i * Hv * dv + (int64_t)h * dv + j];
+			float z = Z[(int64_t)i * ldz + (int64_t)h * dv + j];
 			const float v = gnorm[j] * (o * r) * silu_d(z);
 			O2[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = v;
 			O2b[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = __float2bfloat16(v);
@@ -1024,7 +1133,7 @@ __global__ void k_delta(const float *C, const float *Z, const float *Bv, const f
  * rows' routed ones, sele[rows * k + i], is that expert.
  * One warp a row (launch with 32 threads): lane l owns experts l, l + 32,
  * ... in shared memory, so the k rounds of the top-k need no barrier. */
-__global__ void k_route(const float *R, int E, int k, int shared, int *sele, float *selp, float *selw,
+__global__ void k_route(const float *R, int64_t ldr, int E, int k, int shared, int *sele, float *selp, float *selw,
 			int *ord)
 {
 	pdl_enter();
@@ -1032,7 +1141,7 @@ __global__ void k_route(const float *R, int E, int k, int shared, int *sele, flo
 	int i = blockIdx.x, lane = threadIdx.x;
 	if (shared >= 0 && lane == 0)
 		sele[gridDim.x * k + i] = shared;
-	const float *r = R + (int64_t)i * E;
+	const float *r = R + (int64_t)i * ldr;
 	float mx = -INFINITY;
 	for (int e = lane; e < E; e += 32) {
 		p[e] = r[e];
@@ -1120,7 +1229,7 @@ __global__ void k_swiglu(const float *G, const float *U, int64_t ld, int64_t col
 #define MOE_MAXK 16
 
 __global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const int *ord,
-			  const float *SG, const float *YS, int k, int64_t H)
+			  const float *SG, int64_t ldsg, const float *YS, int k, int64_t H)
 {
 	pdl_enter();
 	int i = blockIdx.x;
@@ -1144,7 +1253,7 @@ __global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const in
 			if (j0 + j < k)
 				y += v[j] * wt[j];
 	}
-	y += sigmoid_d(SG[i]) * YS[(int64_t)i * H + d];
+	y += sigmoid_d(SG[(int64_t)i * ldsg]) * YS[(int64_t)i * H + d];
 	x[(int64_t)i * H + d] += y;
 }
 
@@ -1369,8 +1478,8 @@ static void pick_rows(const float *logits, int64_t rows, int V, const struct pic
 /* ===== the pass ===== */
 
 struct scratch {
-	float *x, *xn, *mix, *P, *Kx, *Vx, *O, *U, *C, *Z, *Bv, *Av, *O2, *R, *selp, *selw;
-	float *Gg, *Ug, *act, *Yg, *HSg, *HSu, *HSa, *YS, *SG, *lora, *logits;
+	float *x, *xn, *mix, *IN, *O, *C, *O2, *RS, *selp, *selw;
+	float *Gg, *Ug, *act, *Yg, *HSg, *HSu, *HSa, *YS, *lora, *logits;
 	__nv_bfloat16 *xnb, *Ob, *O2b, *Xg, *actb, *HSab;
 	int *sele, *ord;
 	struct pick_mem pm;        /* the wanted rows' picks (pick_rows); its topk and temp
@@ -1391,17 +1500,14 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->x = (float *)lynn_carve(a, n * m->H * f);
 	s->xn = (float *)lynn_carve(a, n * m->H * f);
 	s->mix = (float *)lynn_carve(a, n * m->H * f);
-	s->P = (float *)lynn_carve(a, n * m->nh * 2 * m->hd * f);
-	s->Kx = (float *)lynn_carve(a, n * m->nkv * m->hd * f);
-	s->Vx = (float *)lynn_carve(a, n * m->nkv * m->hd * f);
+	/* a layer's input projections (group_run): q, k, v or qkv, z, b, a */
+	size_t att_in = (size_t)m->nh * 2 * m->hd + 2 * (size_t)m->nkv * m->hd;
+	size_t delta_in = (size_t)m->conv_dim + (size_t)m->Hv * m->dv + 2 * (size_t)m->Hv;
+	s->IN = (float *)lynn_carve(a, n * LYNN_MAX(att_in, delta_in) * f);
 	s->O = (float *)lynn_carve(a, n * m->nh * m->hd * f);
-	s->U = (float *)lynn_carve(a, n * m->conv_dim * f);
 	s->C = (float *)lynn_carve(a, n * m->conv_dim * f);
-	s->Z = (float *)lynn_carve(a, n * m->Hv * m->dv * f);
-	s->Bv = (float *)lynn_carve(a, n * m->Hv * f);
-	s->Av = (float *)lynn_carve(a, n * m->Hv * f);
 	s->O2 = (float *)lynn_carve(a, n * m->Hv * m->dv * f);
-	s->R = (float *)lynn_carve(a, n * m->E * f);
+	s->RS = (float *)lynn_carve(a, n * (m->E + 1) * f); /* router and shared gate */
 	s->selp = (float *)lynn_carve(a, nk * f);
 	s->selw = (float *)lynn_carve(a, nk * f);
 	s->Gg = (float *)lynn_carve(a, nk * 2 * m->I * f); /* [slot][gate; up] for a fused bank */
@@ -1412,7 +1518,6 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->HSu = (float *)lynn_carve(a, n * m->Is * f);
 	s->HSa = (float *)lynn_carve(a, n * m->Is * f);
 	s->YS = (float *)lynn_carve(a, n * m->H * f);
-	s->SG = (float *)lynn_carve(a, n * f);
 	s->lora = (float *)lynn_carve(a, n * (size_t)(max_rank > 0 ? max_rank : 1) * f);
 	s->logits = (float *)lynn_carve(a, (size_t)(nw > 0 ? nw : 1) * m->V * f);
 	s->xnb = (__nv_bfloat16 *)lynn_carve(a, n * m->H * b);
@@ -1536,6 +1641,41 @@ static int lin_run(struct pass *p, const struct dlin *l, const float *x, const _
 	return lora_add(p, l->host, x, l->k, M, y, l->n);
 }
 
+/* The group's products over M rows of x into F, which has room for M rows
+ * of every part: part i's output at out[i], rows ld[i] apart. A stacked
+ * group runs as one product (NVFP4: for M up to 16, the decode sizes; a
+ * prefill chunk runs its parts apart, on the kernels for many rows), its
+ * outputs side by side in rows of G->n; else part i fills its own M x n
+ * block of F. Enabled adapters are added to their part's columns. */
+static int group_run(struct pass *p, const struct dgroup *G, const float *x, const __nv_bfloat16 *xb, int M,
+		     float *F, float **out, int64_t *ld)
+{
+	const bool one = G->dense || (G->nv && M <= GRAPH_MAX_ROWS);
+	int rc = 0;
+	if (M <= 0)
+		return 0;
+	if (G->dense)
+		rc = gemv(p, G->dt, G->w, 0, NULL, 1, 1, x, G->k, 0, M, G->n, G->k, F, G->n, 0, 1.0f, false);
+	else if (one)
+		rc = lynn_cuda_nvfp4_stacked_gemm(&G->q, xb, M, F, LYNN_CUDA_OUT_F32, p->st, p->err);
+	int64_t off = 0;
+	for (int i = 0; i < G->np && !rc; i++) {
+		const struct dlin *l = G->part[i];
+		if (!one) {
+			out[i] = F + (int64_t)M * off;
+			ld[i] = l->n;
+			rc = lin_run(p, l, x, xb, M, out[i]);
+		} else {
+			out[i] = F + off;
+			ld[i] = G->n;
+			if (p->m->lora_on && l->host->has_lora)
+				rc = lora_add(p, l->host, x, l->k, M, out[i], ld[i]);
+		}
+		off += l->n;
+	}
+	return rc;
+}
+
 /* Expert products over the n*k slots: Y[g] = W_{sele[g]} X_{g / x_div}.
  * NVFP4 reads slot g's bf16 row at xb + g * xb_stride (0: one row for all). */
 static int bank_run(struct pass *p, const struct dbank *b, int groups, int x_div, const float *x,
@@ -1589,18 +1729,18 @@ static int attention(struct pass *p, int li, int64_t n)
 	struct lynn_model *m = p->m;
 	const struct dlayer *D = &p->c->L[li];
 	struct scratch *s = &p->s;
-	int rc;
-	if ((rc = lin_run(p, &D->q, s->xn, s->xnb, (int)n, s->P)) ||
-	    (rc = lin_run(p, &D->k, s->xn, s->xnb, (int)n, s->Kx)) ||
-	    (rc = lin_run(p, &D->v, s->xn, s->xnb, (int)n, s->Vx)))
+	float *in[3]; /* q (with the gate), k, v; k and v rows equally far apart */
+	int64_t ld[3];
+	int rc = group_run(p, &D->in, s->xn, s->xnb, (int)n, s->IN, in, ld);
+	if (rc)
 		return rc;
 	int bt = LYNN_MIN(256, LYNN_MAX(32, m->hd));
-	launch(p->pdl, k_qk_prep, dim3((unsigned)n, (unsigned)(m->nh + m->nkv)), bt, 0, p->st, s->P, s->Kx,
-	       s->Vx, s->pos, s->row_kc, s->row_vc, li, D->q_norm, D->k_norm, p->c->inv_freq, m->nh, m->nkv,
+	launch(p->pdl, k_qk_prep, dim3((unsigned)n, (unsigned)(m->nh + m->nkv)), bt, 0, p->st, in[0], ld[0],
+	       in[1], in[2], ld[1], s->pos, s->row_kc, s->row_vc, li, D->q_norm, D->k_norm, p->c->inv_freq, m->nh, m->nkv,
 	       m->hd, m->cfg.rot_dim, (float)m->cfg.rms_eps);
 	dim3 ag((unsigned)n, (unsigned)m->nh);
 	int nc = m->hd / 32;
-#define ATTN(NC) launch(p->pdl, k_attn<NC>, ag, 32 * ATT_WARPS, 0, p->st, s->P, s->pos, s->row_kc, \
+#define ATTN(NC) launch(p->pdl, k_attn<NC>, ag, 32 * ATT_WARPS, 0, p->st, in[0], ld[0], s->pos, s->row_kc, \
 			 s->row_vc, li, m->nh, m->nkv, m->hd, s->O, s->Ob)
 	if (nc <= 1)
 		ATTN(1);
@@ -1623,20 +1763,19 @@ static int deltanet(struct pass *p, int li, int64_t n, int ns)
 	struct lynn_model *m = p->m;
 	const struct dlayer *D = &p->c->L[li];
 	struct scratch *s = &p->s;
-	int rc;
-	if ((rc = lin_run(p, &D->qkv, s->xn, s->xnb, (int)n, s->U)) ||
-	    (rc = lin_run(p, &D->z, s->xn, s->xnb, (int)n, s->Z)) ||
-	    (rc = lin_run(p, &D->b, s->xn, s->xnb, (int)n, s->Bv)) ||
-	    (rc = lin_run(p, &D->a, s->xn, s->xnb, (int)n, s->Av)))
+	float *in[4]; /* qkv, z, b, a; b and a rows equally far apart */
+	int64_t ld[4];
+	int rc = group_run(p, &D->in, s->xn, s->xnb, (int)n, s->IN, in, ld);
+	if (rc)
 		return rc;
-	launch(p->pdl, k_conv, dim3((unsigned)ns, (unsigned)((m->conv_dim + 127) / 128)), 128, 0, p->st, s->U,
-	       s->C, s->seq_rows, s->seq_start, s->seq_conv, li, D->conv_w, m->K, m->conv_dim);
+	launch(p->pdl, k_conv, dim3((unsigned)ns, (unsigned)((m->conv_dim + 127) / 128)), 128, 0, p->st, in[0],
+	       ld[0], s->C, s->seq_rows, s->seq_start, s->seq_conv, li, D->conv_w, m->K, m->conv_dim);
 	bool reg128 = m->dk == 128 && m->dv * delta_split<128>::P <= 1024;
 	int P = reg128 ? delta_split<128>::P : 1, bt = (m->dv * P + 31) / 32 * 32;
 	dim3 dg((unsigned)ns, (unsigned)m->Hv);
 	size_t dsh = 2 * m->dk * sizeof(float);
-#define DELTA(DK) launch(p->pdl, k_delta<DK>, dg, bt, dsh, p->st, s->C, s->Z, s->Bv, s->Av, s->seq_rows, \
-			  s->seq_start, s->seq_rec, li, D->neg_a, D->dt_bias, D->gnorm, m->Hk, m->Hv, \
+#define DELTA(DK) launch(p->pdl, k_delta<DK>, dg, bt, dsh, p->st, s->C, in[1], ld[1], in[2], in[3], ld[2], \
+			  s->seq_rows, s->seq_start, s->seq_rec, li, D->neg_a, D->dt_bias, D->gnorm, m->Hk, m->Hv, \
 			  m->dk, m->dv, m->conv_dim, (float)m->cfg.rms_eps, s->O2, s->O2b)
 	switch (m->dk) { /* the model's 128, the test models' 16 */
 	case 16: DELTA(16); break;
@@ -1666,9 +1805,11 @@ static int moe(struct pass *p, int li, int64_t n)
 	bool shx = D->shx && !elora &&
 		   !(m->lora_on && (L->sg.has_lora || L->su.has_lora || L->sd.has_lora));
 	int Gs = G + (shx ? (int)n : 0);
-	if ((rc = lin_run(p, &D->router, s->xn, s->xnb, (int)n, s->R)))
+	float *rs[2]; /* the router's logits and the shared expert's gate */
+	int64_t ld[2];
+	if ((rc = group_run(p, &D->route, s->xn, s->xnb, (int)n, s->RS, rs, ld)))
 		return rc;
-	launch(p->pdl, k_route, (unsigned)n, 32, (size_t)m->E * sizeof(float), p->st, s->R, m->E, k,
+	launch(p->pdl, k_route, (unsigned)n, 32, (size_t)m->E * sizeof(float), p->st, rs[0], ld[0], m->E, k,
 	       shx ? m->E : -1, s->sele, s->selp, s->selw, s->ord);
 	if ((rc = launch_check(p, "router")))
 		return rc;
@@ -1719,8 +1860,6 @@ static int moe(struct pass *p, int li, int64_t n)
 	free(sp);
 	if (rc)
 		return rc;
-	if ((rc = lin_run(p, &D->sgate, s->xn, s->xnb, (int)n, s->SG)))
-		return rc;
 	const float *ys = s->Yg + (int64_t)G * m->H; /* the shared expert's rows (shx) */
 	if (!shx) {
 		int64_t ns = n * m->Is;
@@ -1734,7 +1873,7 @@ static int moe(struct pass *p, int li, int64_t n)
 		ys = s->YS;
 	}
 	launch(p->pdl, k_moe_sum, dim3((unsigned)n, (unsigned)((m->H + 255) / 256)), 256, 0, p->st, s->x,
-	       s->Yg, s->selw, s->ord, s->SG, ys, k, m->H);
+	       s->Yg, s->selw, s->ord, rs[1], ld[1], ys, k, m->H);
 	return launch_check(p, "moe");
 }
 

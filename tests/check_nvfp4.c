@@ -677,10 +677,15 @@ static void write_dequantized(const char *qdir, const char *out)
 	lynn_ckpt_close(c);
 }
 
-/* The logits at every position of ids on device d; with shared_lora, a
- * random rank-4 adapter on every layer's shared-expert gate, up and down
- * (through lynn_model_lora_set: PEFT folders bind to dense checkpoints). */
-static float *run_logits_with(const char *path, bool shared_lora, const struct lynn_tensor *ids,
+/* Which linears run_logits_with puts random rank-4 adapters on: none;
+ * every layer's shared-expert gate, up and down; or some of every layer's
+ * input projections (in_proj_z and in_proj_a, k_proj: parts in the middle
+ * and at the end of the stacked groups of the CUDA runner) */
+enum adapters { ADAPT_NONE, ADAPT_SHARED, ADAPT_INPUTS };
+
+/* The logits at every position of ids on device d, with adapters set
+ * through lynn_model_lora_set (PEFT folders bind to dense checkpoints). */
+static float *run_logits_with(const char *path, enum adapters on, const struct lynn_tensor *ids,
 			      enum lynn_device d)
 {
 	struct lynn_err err = { 0 };
@@ -688,16 +693,22 @@ static float *run_logits_with(const char *path, bool shared_lora, const struct l
 	struct lynn_model *m = lynn_model_open(path, &o, &err);
 	ck_assert_msg(m != NULL, "%s: %s", path, err.msg);
 	const struct lynn_config *c = lynn_model_config(m);
-	const int64_t H = c->hidden_size, I = c->shared_inter, R = 4, big = (H > I ? H : I) * R;
-	float *ab = shared_lora ? malloc(sizeof(float) * (size_t)(2 * big)) : NULL;
+	const int64_t R = 4, big = 8192 * R; /* A and B of up to 8192 rows or columns */
+	float *ab = on != ADAPT_NONE ? malloc(sizeof(float) * (size_t)(2 * big)) : NULL;
 	for (int64_t i = 0; ab && i < 2 * big; i++)
 		ab[i] = (float)((i * 2654435761u) % 2001) * 1e-4f - 0.1f;
 	for (int li = 0; ab && li < c->n_layers; li++) {
-		static const char *const proj[] = { "gate", "up", "down" };
-		for (int j = 0; j < 3; j++) {
+		static const char *const shared[] = { "mlp.shared_expert.gate_proj", "mlp.shared_expert.up_proj",
+						      "mlp.shared_expert.down_proj" };
+		static const char *const delta[] = { "linear_attn.in_proj_z", "linear_attn.in_proj_a" };
+		static const char *const attn[] = { "self_attn.k_proj" };
+		const bool full = c->layer_types[li] == LYNN_LAYER_FULL;
+		const char *const *proj = on == ADAPT_SHARED ? shared : full ? attn : delta;
+		const int np = on == ADAPT_SHARED ? 3 : full ? 1 : 2;
+		for (int j = 0; j < np; j++) {
 			struct lynn_lora_ref r = { LYNN_DTYPE_F32, ab, ab + big, (int)R, 0.5f };
 			char name[128];
-			snprintf(name, sizeof name, "layers.%d.mlp.shared_expert.%s_proj.weight", li, proj[j]);
+			snprintf(name, sizeof name, "layers.%d.%s.weight", li, proj[j]);
 			ck_assert_msg(lynn_model_lora_set(m, name, &r, &err) == 0, "%s: %s", name, err.msg);
 		}
 	}
@@ -713,7 +724,7 @@ static float *run_logits_with(const char *path, bool shared_lora, const struct l
 
 static float *run_logits_on(const char *path, const struct lynn_tensor *ids, enum lynn_device d)
 {
-	return run_logits_with(path, false, ids, d);
+	return run_logits_with(path, ADAPT_NONE, ids, d);
 }
 
 /* The CPU runner (the f32 checks below; the CUDA runner has its own). */
@@ -971,6 +982,116 @@ START_TEST(test_cuda_kernels)
 }
 END_TEST
 
+/* lynn_cuda_nvfp4_stacked_gemm: linears of 3 shapes stacked in chunks of 32
+ * and of 16 rows, each part with its own tensor multiplier, at M = 1, 5, 12
+ * and 16, both output types, each part's columns against the f64 reference
+ * of that part alone (the bounds of cuda_nvfp4.sh's checks: 1e-3 relative
+ * for f32 output, 4e-3 for bf16, whose own rounding is up to 2^-8), into
+ * NaN-poisoned outputs; then the calls it must refuse. */
+START_TEST(test_cuda_stacked)
+{
+#ifdef LYNN_CUDA
+	if (!cuda_present("stacked kernel test"))
+		return;
+	const int64_t K = 1024, rows[2][3] = { { 96, 32, 64 }, { 48, 16, 32 } }, chunk[2] = { 32, 16 };
+	const float alphas[3] = { 0.01f, 0.003f, 0.02f };
+	const int Ms[4] = { 1, 5, 12, 16 }, MM = 16;
+	for (int v = 0; v < 2; v++) {
+		int64_t N = rows[v][0] + rows[v][1] + rows[v][2], nc = N / chunk[v];
+		uint8_t *P = malloc(N * K / 2), *S = malloc(N * K / 16);
+		float *al = malloc(sizeof(float) * nc), *x = malloc(sizeof(float) * MM * K);
+		float *ref = malloc(sizeof(float) * MM * N), *part = malloc(sizeof(float) * MM * N);
+		float *y = malloc(sizeof(float) * MM * N);
+		uint16_t *xb = malloc(2 * MM * K), *yb = malloc(2 * MM * N);
+		for (int64_t i = 0; i < N * K / 2; i++)
+			P[i] = (uint8_t)(urand() * 256);
+		for (int64_t i = 0; i < N * K / 16; i++)
+			S[i] = (uint8_t)(0x20 + urand() * 0x30);
+		for (int64_t i = 0; i < MM * K; i++) {
+			xb[i] = lynn_f32_to_bf16(gauss());
+			x[i] = lynn_bf16_to_f32(xb[i]);
+		}
+		/* the reference: each part alone, its columns side by side */
+		for (int64_t j = 0, r0 = 0; j < 3; r0 += rows[v][j++]) {
+			struct lynn_nvfp4_view pv = { P + r0 * K / 2, S + r0 * K / 16, alphas[j], rows[v][j], K };
+			lynn_cpu_nvfp4_matmul_ref(&pv, x, MM, part);
+			for (int t = 0; t < MM; t++)
+				for (int64_t r = 0; r < rows[v][j]; r++)
+					ref[t * N + r0 + r] = part[t * rows[v][j] + r];
+			for (int64_t c = 0; c < rows[v][j] / chunk[v]; c++)
+				al[r0 / chunk[v] + c] = alphas[j];
+		}
+		void *dP, *dS, *dA, *dX, *dY;
+		cudaMalloc(&dP, N * K / 2);
+		cudaMalloc(&dS, N * K / 16);
+		cudaMalloc(&dA, sizeof(float) * nc);
+		cudaMalloc(&dX, 2 * MM * K);
+		cudaMalloc(&dY, 4 * MM * N);
+		cudaMemcpy(dP, P, N * K / 2, cudaMemcpyHostToDevice);
+		cudaMemcpy(dS, S, N * K / 16, cudaMemcpyHostToDevice);
+		cudaMemcpy(dA, al, sizeof(float) * nc, cudaMemcpyHostToDevice);
+		cudaMemcpy(dX, xb, 2 * MM * K, cudaMemcpyHostToDevice);
+		struct lynn_cuda_nvfp4_weight w = { dP, dS, dA, chunk[v], K, nc };
+		for (int mi = 0; mi < 4; mi++)
+			for (int o = 0; o < 2; o++) {
+				const int M = Ms[mi];
+				struct lynn_err err = { 0 };
+				cudaMemset(dY, 0xff, 4 * MM * N);
+				ck_assert_msg(lynn_cuda_nvfp4_stacked_gemm(&w, dX, M, dY, o ? LYNN_CUDA_OUT_BF16
+											   : LYNN_CUDA_OUT_F32,
+									   NULL, &err) == 0, "%s", err.msg);
+				ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+				if (o) {
+					cudaMemcpy(yb, dY, 2 * M * N, cudaMemcpyDeviceToHost);
+					for (int64_t i = 0; i < M * N; i++)
+						y[i] = lynn_bf16_to_f32(yb[i]);
+				} else {
+					cudaMemcpy(y, dY, 4 * M * N, cudaMemcpyDeviceToHost);
+				}
+				const float tol = o ? 4e-3f : 1e-3f;
+				for (int64_t i = 0; i < M * N; i++)
+					ck_assert_msg(fabsf(y[i] - ref[i]) <= tol * (1 + fabsf(ref[i])),
+						      "chunks of %lld, M %d, %s: [%lld][%lld] %g against %g",
+						      (long long)chunk[v], M, o ? "bf16" : "f32",
+						      (long long)(i / N), (long long)(i % N), y[i], ref[i]);
+			}
+		/* refused: M above 16, chunks of 48 rows, K too short for the
+		 * chunk's K groups, K not whole spans */
+		struct lynn_err err = { 0 };
+		struct lynn_cuda_nvfp4_weight bad = w;
+		ck_assert_int_eq(lynn_cuda_nvfp4_stacked_gemm(&w, dX, 17, dY, LYNN_CUDA_OUT_F32, NULL, &err),
+				 -LYNN_EINVAL);
+		bad.n = 48;
+		ck_assert_int_eq(lynn_cuda_nvfp4_stacked_gemm(&bad, dX, 1, dY, LYNN_CUDA_OUT_F32, NULL, &err),
+				 -LYNN_EINVAL);
+		bad = w;
+		bad.k = 128 * (128 / chunk[v] - 1);
+		ck_assert_int_eq(lynn_cuda_nvfp4_stacked_gemm(&bad, dX, 1, dY, LYNN_CUDA_OUT_F32, NULL, &err),
+				 -LYNN_EINVAL);
+		bad.k = K - 32;
+		ck_assert_int_eq(lynn_cuda_nvfp4_stacked_gemm(&bad, dX, 1, dY, LYNN_CUDA_OUT_F32, NULL, &err),
+				 -LYNN_EINVAL);
+		ck_assert(strstr(err.msg, "stacked") != NULL);
+		cudaFree(dP);
+		cudaFree(dS);
+		cudaFree(dA);
+		cudaFree(dX);
+		cudaFree(dY);
+		free(P);
+		free(S);
+		free(al);
+		free(x);
+		free(ref);
+		free(part);
+		free(y);
+		free(xb);
+		free(yb);
+	}
+#else
+	fprintf(stderr, "check_nvfp4: built without CUDA; stacked kernel test skipped\n");
+#endif
+}
+END_TEST
 
 /* The CUDA runner on an NVFP4 checkpoint written by lynn quantize, against
  * the CPU runner on the same files. The CUDA path is W4A16: each NVFP4
@@ -1062,9 +1183,9 @@ START_TEST(test_cuda_runner_expert_mlp)
 	 * three products then read the bank's copy of its weights, and must
 	 * give what its own upload gives, bit for bit (and differ from no
 	 * adapter). */
-	float *fa = run_logits_with(nv, true, &ids, LYNN_DEVICE_CUDA);
+	float *fa = run_logits_with(nv, ADAPT_SHARED, &ids, LYNN_DEVICE_CUDA);
 	setenv("LYNN_CUDA_NO_SHARED_BANK", "1", 1);
-	float *sa = run_logits_with(nv, true, &ids, LYNN_DEVICE_CUDA);
+	float *sa = run_logits_with(nv, ADAPT_SHARED, &ids, LYNN_DEVICE_CUDA);
 	unsetenv("LYNN_CUDA_NO_SHARED_BANK");
 	struct cos_stats as = cosines(fa, sa, 24, 32768), af = cosines(fa, f, 24, 32768);
 	fprintf(stderr, "with an adapter on the shared expert: bank's copy vs its own max|d| %.3g; vs no "
@@ -1082,6 +1203,79 @@ START_TEST(test_cuda_runner_expert_mlp)
 	free(dir);
 #else
 	fprintf(stderr, "check_nvfp4: built without CUDA; expert MLP test skipped\n");
+#endif
+}
+END_TEST
+
+/* The CUDA runner's stacked input projections (one product for a layer's
+ * qkv, z, b and a, or q, k and v, and one for the router and the shared
+ * expert's gate) against each linear on its own (LYNN_CUDA_NO_STACK), on
+ * the 4-layer mid-size shapes (gen_bench_model.py --small) in bf16 and
+ * quantized by lynn, with 12 tokens (a pass of decode size, where NVFP4
+ * stacks; a longer prefill runs its NVFP4 parts apart) and with adapters on
+ * parts inside the stacks. bf16: the same rows computed the same way, so
+ * bit for bit. NVFP4: the DeltaNet stack splits K as in_proj_qkv alone does
+ * (8 groups at K 1024), the attention stack's chunks of 32 rows split it
+ * over 4 where q_proj alone splits it over 8: the same sums in another
+ * order, bounded as TOL_SHARED_BANK_* bounds that. */
+START_TEST(test_cuda_runner_stacked)
+{
+#ifdef LYNN_CUDA
+	if (!cuda_present("stacked projections test"))
+		return;
+	char *dir = tu_mkdtemp(), cmd[2048];
+	snprintf(cmd, sizeof cmd, "python3 tests/tools/gen_bench_model.py %s/bf16 --small", dir);
+	struct tu_run r = tu_sh(cmd, NULL);
+	ck_assert_msg(r.status == 0, "%s: %s", cmd, r.err);
+	tu_run_free(&r);
+	snprintf(cmd, sizeof cmd, "quantize --nvfp4 %s/bf16 %s/nv", dir, dir);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_msg(r.status == 0, "lynn %s: %s", cmd, r.err);
+	tu_run_free(&r);
+	int32_t idv[12];
+	for (int i = 0; i < 12; i++)
+		idv[i] = (i * 7919 + 13) % 32768;
+	struct lynn_tensor ids = { .name = "ids", .dtype = LYNN_DTYPE_I32, .n_dims = 1, .shape = { 12 },
+				   .n_elems = 12, .data = idv, .nbytes = sizeof idv };
+	for (int v = 0; v < 2; v++) {
+		char *path = lynn_path_join(dir, v ? "nv" : "bf16");
+		float *st[2], *ap[2];
+		for (int off = 0; off < 2; off++) {
+			if (off)
+				setenv("LYNN_CUDA_NO_STACK", "1", 1);
+			st[off] = run_logits_with(path, ADAPT_NONE, &ids, LYNN_DEVICE_CUDA);
+			ap[off] = run_logits_with(path, ADAPT_INPUTS, &ids, LYNN_DEVICE_CUDA);
+			unsetenv("LYNN_CUDA_NO_STACK");
+		}
+		struct cos_stats d0 = cosines(st[0], st[1], 12, 32768), d1 = cosines(ap[0], ap[1], 12, 32768);
+		struct cos_stats da = cosines(ap[0], st[0], 12, 32768);
+		fprintf(stderr, "%s stacked vs apart on the GPU: cosine min %.7f, max|d| %.3g (max|logit| %.3g); "
+			"with adapters on stacked parts: cosine min %.7f, max|d| %.3g; the adapters moved the "
+			"logits by %.3g\n", v ? "nvfp4" : "bf16", d0.min, d0.dmax, d0.amax, d1.min, d1.dmax,
+			da.dmax);
+		if (!v) {
+			ck_assert_msg(d0.dmax == 0.0 && d1.dmax == 0.0, "bf16 stacked vs apart: max|d| %g, %g",
+				      d0.dmax, d1.dmax);
+		} else {
+			ck_assert_msg(d0.min >= TOL_SHARED_BANK_COS_MIN &&
+					      d0.dmax <= TOL_SHARED_BANK_MAXABS_REL * (1 + d0.amax),
+				      "nvfp4 stacked vs apart: cosine min %g, max|d| %g", d0.min, d0.dmax);
+			ck_assert_msg(d1.min >= TOL_SHARED_BANK_COS_MIN &&
+					      d1.dmax <= TOL_SHARED_BANK_MAXABS_REL * (1 + d1.amax),
+				      "nvfp4 with adapters, stacked vs apart: cosine min %g, max|d| %g", d1.min,
+				      d1.dmax);
+		}
+		ck_assert_msg(da.dmax > 1e-3 * (1 + da.amax), "the adapters changed nothing (max|d| %g)", da.dmax);
+		for (int i = 0; i < 2; i++) {
+			free(st[i]);
+			free(ap[i]);
+		}
+		free(path);
+	}
+	lynn_rm_rf(dir);
+	free(dir);
+#else
+	fprintf(stderr, "check_nvfp4: built without CUDA; stacked projections test skipped\n");
 #endif
 }
 END_TEST
@@ -1111,9 +1305,11 @@ Suite *nvfp4_suite(void)
 	TCase *tg = tcase_create("cuda");
 	tcase_set_tags(tg, "cuda");
 	tcase_add_test(tg, test_cuda_kernels);
+	tcase_add_test(tg, test_cuda_stacked);
 	tcase_set_timeout(tg, 300);
 	tcase_add_loop_test(tg, test_cuda_runner_nvfp4, 0, 2);
 	tcase_add_test(tg, test_cuda_runner_expert_mlp);
+	tcase_add_test(tg, test_cuda_runner_stacked);
 	suite_add_tcase(s, tg);
 	return s;
 }
