@@ -97,7 +97,8 @@ struct dbank {                     /* one projection of every expert, expert-maj
 
 /* Linears that read the same input, stored one after another so that one
  * product runs them all (group_run): a DeltaNet layer's qkv, z, b and a, an
- * attention layer's q, k and v, the router and the shared expert's gate. */
+ * attention layer's q, k and v, the router and the shared expert's gate,
+ * the shared expert's gate and up. */
 #define GROUP_MAX 4
 
 struct dgroup {
@@ -118,6 +119,7 @@ struct dlayer {
 	struct dlin q, k, v, o, qkv, z, b, a, out, router, sg, su, sd, sgate;
 	struct dgroup in;          /* qkv, z, b, a (DeltaNet) or q, k, v (attention) */
 	struct dgroup route;       /* router, sgate */
+	struct dgroup sgu;         /* sg, su (not stacked with shx: they are the banks' expert E) */
 	struct dbank eg, eu, ed;
 	struct dbank egu;          /* NVFP4 gate and up as one [E, 2I, H] bank (up_experts), eg/eu then unset */
 	bool shx;                  /* the shared expert is expert E of egu and ed (sg, su, sd point there) */
@@ -451,6 +453,7 @@ static int up_experts(struct lynn_cuda_model *c, struct dlayer *D, const struct 
 	bank_lin(&D->sg, &D->egu, E, 0, 2, &L->sg);
 	bank_lin(&D->su, &D->egu, E, 1, 2, &L->su);
 	bank_lin(&D->sd, &D->ed, E, 0, 1, &L->sd);
+	D->sgu = (struct dgroup){ .np = 2, .part = { &D->sg, &D->su }, .n = 2 * D->sg.n, .k = D->sg.k };
 	return 0;
 }
 
@@ -541,8 +544,9 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 		const struct lin *lr[2] = { &L->router, &L->sgate };
 		if ((rc = up_group(c, &D->route, dr, lr, 2, err)) || (rc = up_experts(c, D, L, m->E, err)))
 			return rc;
-		if (!D->shx && ((rc = up_lin(c, &D->sg, &L->sg, err)) || (rc = up_lin(c, &D->su, &L->su, err)) ||
-				(rc = up_lin(c, &D->sd, &L->sd, err))))
+		struct dlin *ds[2] = { &D->sg, &D->su };
+		const struct lin *ls[2] = { &L->sg, &L->su };
+		if (!D->shx && ((rc = up_group(c, &D->sgu, ds, ls, 2, err)) || (rc = up_lin(c, &D->sd, &L->sd, err))))
 			return rc;
 	}
 	LYNN_CUDA_TRY(cudaDeviceSynchronize());
@@ -723,6 +727,7 @@ __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 
 #define GEMV_T 4   /* tokens per pass over a weight row */
+#define GEMV_U 4   /* 16-byte weight loads a lane keeps in flight */
 
 /* a[t] += the 16 bytes of weights `raw` (columns k0..) times token t0 + t's x. */
 template <typename T>
@@ -754,8 +759,11 @@ __device__ __forceinline__ void gemv_acc(uint4 raw, const float *x, int64_t ldx,
 /* Dense product, one warp per output row: for each group g (an expert
  * slot, or the one group of a plain linear) Y_g[t][r] (=, or += with acc)
  * scale * sum_k W_e[r][k] X_g[t][k] with e = ids ? ids[g] : 0, X_g = X +
- * (g / x_div) * x_gstride, Y_g = Y + g * y_gstride; rows of tokens ldx/ldy apart. */
-template <typename T>
+ * (g / x_div) * x_gstride, Y_g = Y + g * y_gstride; rows of tokens ldx/ldy
+ * apart. ONE (M = 1): a lane keeps GEMV_U weight loads in flight (lm_head
+ * of a one-sequence decode step 8% faster on the H200; with several tokens
+ * the unrolled loop cost 4-5%, docs/benchmarks.md). */
+template <typename T, bool ONE>
 __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__restrict__ ids,
 		       int x_div, const float *__restrict__ X, int64_t ldx, int64_t x_gstride, int M,
 		       int64_t N, int64_t K, float *Y, int64_t ldy, int64_t y_gstride, float scale,
@@ -783,7 +791,19 @@ __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__
 	for (int t0 = 0; t0 < M; t0 += GEMV_T) {
 		float a[GEMV_T] = { 0 };
 		int nt = M - t0 < GEMV_T ? M - t0 : GEMV_T;
-		if (vec) {
+		if (vec && ONE) {
+			for (int64_t k0 = (int64_t)lane * V; k0 < K; k0 += 32 * V * GEMV_U) {
+				uint4 raw[GEMV_U];
+#pragma unroll
+				for (int u = 0; u < GEMV_U; u++)
+					if (k0 + u * 32 * V < K)
+						raw[u] = __ldg((const uint4 *)(w + k0 + u * 32 * V));
+#pragma unroll
+				for (int u = 0; u < GEMV_U; u++)
+					if (k0 + u * 32 * V < K)
+						gemv_acc<T>(raw[u], x, ldx, 0, 1, k0 + u * 32 * V, a);
+			}
+		} else if (vec) {
 			for (int64_t k0 = (int64_t)lane * V; k0 < K; k0 += 32 * V)
 				gemv_acc<T>(__ldg((const uint4 *)(w + k0)), x, ldx, t0, nt, k0, a);
 		} else {
@@ -1138,6 +1158,8 @@ __global__ void k_route(const float *R, int64_t ldr, int E, int k, int shared, i
 {
 	pdl_enter();
 	extern __shared__ float p[];
+	__shared__ int se[MAX_TOPK];
+	__shared__ float sp[MAX_TOPK];
 	int i = blockIdx.x, lane = threadIdx.x;
 	if (shared >= 0 && lane == 0)
 		sele[gridDim.x * k + i] = shared;
@@ -1174,27 +1196,27 @@ __global__ void k_route(const float *R, int64_t ldr, int E, int k, int shared, i
 			}
 		}
 		if (lane == 0) {
-			sele[i * k + j] = be;
-			selp[i * k + j] = bv;
+			se[j] = be;
+			sp[j] = bv;
 		}
-		if (be % 32 == lane)
-			p[be] = -2.0f; /* taken */
+		if (be < E && be % 32 == lane)
+			p[be] = -2.0f; /* taken (be is E only if NaNs beat nothing) */
 	}
 	__syncwarp();
-	if (lane == 0) {
+	/* lane j < k writes slot j: its weight (the k summed in order, in every
+	 * lane alike) and its place in expert order (stable, so a permutation
+	 * even if NaN logits left the same sentinel in several slots) */
+	if (lane < k) {
 		float tot = 0.0f;
-		for (int j = 0; j < k; j++)
-			tot += selp[i * k + j];
+		int rank = 0;
 		for (int j = 0; j < k; j++) {
-			selw[i * k + j] = selp[i * k + j] / tot;
-			ord[i * k + j] = j;
+			tot += sp[j];
+			rank += se[j] < se[lane] || (se[j] == se[lane] && j < lane);
 		}
-		for (int a = 1; a < k; a++)
-			for (int b = a; b > 0 && sele[i * k + ord[i * k + b]] < sele[i * k + ord[i * k + b - 1]]; b--) {
-				int t = ord[i * k + b];
-				ord[i * k + b] = ord[i * k + b - 1];
-				ord[i * k + b - 1] = t;
-			}
+		sele[i * k + lane] = se[lane];
+		selp[i * k + lane] = sp[lane];
+		selw[i * k + lane] = sp[lane] / tot;
+		ord[i * k + rank] = lane;
 	}
 }
 
@@ -1479,7 +1501,7 @@ static void pick_rows(const float *logits, int64_t rows, int V, const struct pic
 
 struct scratch {
 	float *x, *xn, *mix, *IN, *O, *C, *O2, *RS, *selp, *selw;
-	float *Gg, *Ug, *act, *Yg, *HSg, *HSu, *HSa, *YS, *lora, *logits;
+	float *Gg, *Ug, *act, *Yg, *HSgu, *HSa, *YS, *lora, *logits;
 	__nv_bfloat16 *xnb, *Ob, *O2b, *Xg, *actb, *HSab;
 	int *sele, *ord;
 	struct pick_mem pm;        /* the wanted rows' picks (pick_rows); its topk and temp
@@ -1514,8 +1536,7 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->Ug = (float *)lynn_carve(a, nk * m->I * f);
 	s->act = (float *)lynn_carve(a, nk * m->I * f);
 	s->Yg = (float *)lynn_carve(a, nks * m->H * f);
-	s->HSg = (float *)lynn_carve(a, n * m->Is * f);
-	s->HSu = (float *)lynn_carve(a, n * m->Is * f);
+	s->HSgu = (float *)lynn_carve(a, 2 * n * m->Is * f); /* the shared expert's gate and up */
 	s->HSa = (float *)lynn_carve(a, n * m->Is * f);
 	s->YS = (float *)lynn_carve(a, n * m->H * f);
 	s->lora = (float *)lynn_carve(a, n * (size_t)(max_rank > 0 ? max_rank : 1) * f);
@@ -1582,6 +1603,16 @@ static int grid_for(int64_t n, int block)
 	return (int)(g < 1 ? 1 : g > 65535 ? 65535 : g);
 }
 
+/* k_gemv for weight type T, its M = 1 variant for one token */
+template <typename T>
+static void gemv_t(struct pass *p, dim3 grid, const void *w, int64_t w_estride, const int *ids, int x_div,
+		   const float *x, int64_t ldx, int64_t x_gstride, int m, int64_t n, int64_t k, float *y,
+		   int64_t ldy, int64_t y_gstride, float scale, bool acc)
+{
+	launch(p->pdl, m == 1 ? k_gemv<T, true> : k_gemv<T, false>, grid, 256, 0, p->st, (const T *)w, w_estride,
+	       ids, x_div, x, ldx, x_gstride, m, n, k, y, ldy, y_gstride, scale, (int)acc);
+}
+
 /* The dense product of k_gemv for weight dtype dt. */
 static int gemv(struct pass *p, enum lynn_dtype dt, const void *w, int64_t w_estride, const int *ids,
 		int groups, int x_div, const float *x, int64_t ldx, int64_t x_gstride, int m, int64_t n,
@@ -1592,16 +1623,16 @@ static int gemv(struct pass *p, enum lynn_dtype dt, const void *w, int64_t w_est
 		return 0;
 	switch (dt) {
 	case LYNN_DTYPE_BF16:
-		launch(p->pdl, k_gemv<__nv_bfloat16>, grid, 256, 0, p->st, (const __nv_bfloat16 *)w, w_estride,
-		       ids, x_div, x, ldx, x_gstride, m, n, k, y, ldy, y_gstride, scale, acc);
+		gemv_t<__nv_bfloat16>(p, grid, w, w_estride, ids, x_div, x, ldx, x_gstride, m, n, k, y, ldy,
+				      y_gstride, scale, acc);
 		break;
 	case LYNN_DTYPE_F16:
-		launch(p->pdl, k_gemv<__half>, grid, 256, 0, p->st, (const __half *)w, w_estride, ids, x_div, x,
-		       ldx, x_gstride, m, n, k, y, ldy, y_gstride, scale, acc);
+		gemv_t<__half>(p, grid, w, w_estride, ids, x_div, x, ldx, x_gstride, m, n, k, y, ldy, y_gstride,
+			       scale, acc);
 		break;
 	case LYNN_DTYPE_F32:
-		launch(p->pdl, k_gemv<float>, grid, 256, 0, p->st, (const float *)w, w_estride, ids, x_div, x,
-		       ldx, x_gstride, m, n, k, y, ldy, y_gstride, scale, acc);
+		gemv_t<float>(p, grid, w, w_estride, ids, x_div, x, ldx, x_gstride, m, n, k, y, ldy, y_gstride,
+			      scale, acc);
 		break;
 	default:
 		return lynn_errf(p->err, -LYNN_EUNSUPPORTED, "cuda: weight dtype %s", lynn_dtype_name(dt));
@@ -1863,10 +1894,11 @@ static int moe(struct pass *p, int li, int64_t n)
 	const float *ys = s->Yg + (int64_t)G * m->H; /* the shared expert's rows (shx) */
 	if (!shx) {
 		int64_t ns = n * m->Is;
-		if ((rc = lin_run(p, &D->sg, s->xn, s->xnb, (int)n, s->HSg)) ||
-		    (rc = lin_run(p, &D->su, s->xn, s->xnb, (int)n, s->HSu)))
+		float *gu[2]; /* gate and up, rows equally far apart */
+		int64_t gl[2];
+		if ((rc = group_run(p, &D->sgu, s->xn, s->xnb, (int)n, s->HSgu, gu, gl)))
 			return rc;
-		launch(p->pdl, k_swiglu, grid_for(ns, 256), 256, 0, p->st, s->HSg, s->HSu, m->Is, m->Is, ns,
+		launch(p->pdl, k_swiglu, grid_for(ns, 256), 256, 0, p->st, gu[0], gu[1], gl[0], m->Is, ns,
 		       s->HSa, s->HSab);
 		if ((rc = lin_run(p, &D->sd, s->HSa, s->HSab, (int)n, s->YS)))
 			return rc;
