@@ -906,9 +906,10 @@ static unsigned rms_threads(int64_t H)
 
 /* Attention inputs, one block per (row, head): heads 0..nh-1 are the query
  * heads of P (RMSNorm + RoPE in place), nh..nh+nkv-1 the key heads (norm +
- * RoPE, then written with the value head into the row's cache slot). */
-__global__ void k_qk_prep(float *P, int64_t ldp, const float *Kx, const float *Vx, int64_t ldkv, const int64_t *pos,
-			  float *const *const *row_kc, float *const *const *row_vc, int li,
+ * RoPE, then written with the value head into the row's cache slot). Rows
+ * of P lie ldp apart, of Kx and Vx ldkv (group_run's outputs). */
+__global__ void k_qk_prep(float *P, int64_t ldp, const float *Kx, const float *Vx, int64_t ldkv,
+			  const int64_t *pos, float *const *const *row_kc, float *const *const *row_vc, int li,
 			  const float *q_norm, const float *k_norm, const float *inv_freq, int nh, int nkv,
 			  int hd, int rot, float eps)
 {
@@ -1026,7 +1027,7 @@ __global__ void k_attn(const float *P, int64_t ldp, const int64_t *pos, float *c
 }
 
 /* Causal depthwise conv + SiLU over each sequence's rows in order (§3.4
- * step 2): block (sequence, channel block). */
+ * step 2): block (sequence, channel block); rows of U lie ldu apart. */
 __global__ void k_conv(const float *U, int64_t ldu, float *C, const int *seq_rows, const int *seq_start,
 		       float *const *const *seq_conv, int li, const float *W, int K, int cd)
 {
@@ -1053,14 +1054,15 @@ __global__ void k_conv(const float *U, int64_t ldu, float *C, const int *seq_row
 /* The delta rule and the gated RMSNorm for one v-head over one sequence's
  * rows in order (§3.4 steps 3-8): block (sequence, v-head), a thread per
  * state column j < dv. With DK = dk the column stays in registers across
- * the rows (read and written once); DK = 0 works on the state in place. */
+ * the rows (read and written once); DK = 0 works on the state in place.
+ * Rows of Z lie ldz apart, of Bv and Av ldba. */
 /* Threads per state column of k_delta<DK>: two for large key dims, so that a
  * thread's share of the column fits in registers. */
 template <int DK> struct delta_split { static const int P = DK > 64 ? 2 : 1; };
 
 template <int DK>
-__global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float *Bv, const float *Av, int64_t ldba,
-			const int *seq_rows, const int *seq_start, float *const *const *seq_rec, int li,
+__global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float *Bv, const float *Av,
+			int64_t ldba, const int *seq_rows, const int *seq_start, float *const *const *seq_rec, int li,
 			const float *neg_a, const float *dt_bias, const float *gnorm, int Hk, int Hv,
 			int dk, int dv, int cd, float eps, float *O2, __nv_bfloat16 *O2b)
 {
@@ -1150,11 +1152,12 @@ __global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float
  * on ties, as torch.topk), the k probabilities renormalised; `ord` lists a
  * row's slots by ascending expert id (the order HF's index_add_ sums in).
  * With shared >= 0 (the shared expert in the banks), row i's slot after the
- * rows' routed ones, sele[rows * k + i], is that expert.
+ * rows' routed ones, sele[rows * k + i], is that expert. Rows of the
+ * router's logits R lie ldr apart.
  * One warp a row (launch with 32 threads): lane l owns experts l, l + 32,
  * ... in shared memory, so the k rounds of the top-k need no barrier. */
-__global__ void k_route(const float *R, int64_t ldr, int E, int k, int shared, int *sele, float *selp, float *selw,
-			int *ord)
+__global__ void k_route(const float *R, int64_t ldr, int E, int k, int shared, int *sele, float *selp,
+			float *selw, int *ord)
 {
 	pdl_enter();
 	extern __shared__ float p[];
@@ -1247,7 +1250,9 @@ __global__ void k_swiglu(const float *G, const float *U, int64_t ld, int64_t col
 
 /* x += (routed sum in expert order) + sigmoid(shared gate) * shared (§3.5);
  * grid (rows, H / blockDim), one element a thread, its k slot loads in
- * flight together (the sum keeps expert order). */
+ * flight together (the sum keeps expert order). Rows of SG lie ldsg apart.
+ * (Fused into the next layer's norm, one block a row, a decode step was
+ * 6-10% slower on the H200: docs/benchmarks.md.) */
 #define MOE_MAXK 16
 
 __global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const int *ord,
@@ -1767,8 +1772,8 @@ static int attention(struct pass *p, int li, int64_t n)
 		return rc;
 	int bt = LYNN_MIN(256, LYNN_MAX(32, m->hd));
 	launch(p->pdl, k_qk_prep, dim3((unsigned)n, (unsigned)(m->nh + m->nkv)), bt, 0, p->st, in[0], ld[0],
-	       in[1], in[2], ld[1], s->pos, s->row_kc, s->row_vc, li, D->q_norm, D->k_norm, p->c->inv_freq, m->nh, m->nkv,
-	       m->hd, m->cfg.rot_dim, (float)m->cfg.rms_eps);
+	       in[1], in[2], ld[1], s->pos, s->row_kc, s->row_vc, li, D->q_norm, D->k_norm, p->c->inv_freq,
+	       m->nh, m->nkv, m->hd, m->cfg.rot_dim, (float)m->cfg.rms_eps);
 	dim3 ag((unsigned)n, (unsigned)m->nh);
 	int nc = m->hd / 32;
 #define ATTN(NC) launch(p->pdl, k_attn<NC>, ag, 32 * ATT_WARPS, 0, p->st, in[0], ld[0], s->pos, s->row_kc, \
