@@ -18,6 +18,7 @@
 #include "lynn/cpu_nvfp4.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/lora.h"
 #include "lynn/model.h"
 #include "lynn/nvfp4.h"
 #include "lynn/quantize.h"
@@ -722,6 +723,25 @@ static float *run_logits_with(const char *path, enum adapters on, const struct l
 	return out;
 }
 
+/* The CPU runner's logits with a PEFT adapter folder loaded */
+static float *run_logits_adapter(const char *path, const struct lynn_tensor *ids, const char *adapter)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_model_opts o = { .n_threads = 2, .device = LYNN_DEVICE_CPU };
+	struct lynn_model *m = lynn_model_open(path, &o, &err);
+	ck_assert_msg(m != NULL, "%s: %s", path, err.msg);
+	struct lynn_lora *l = lynn_model_lora_load(m, adapter, &err);
+	ck_assert_msg(l != NULL, "%s on %s: %s", adapter, path, err.msg);
+	int64_t V = lynn_model_n_vocab(m), T = ids->n_elems;
+	float *out = malloc(sizeof(float) * (size_t)(T * V));
+	struct lynn_seq *s = lynn_seq_create(m, &err);
+	ck_assert_int_eq(lynn_model_prefill(m, s, ids->data, T, true, out, &err), 0);
+	lynn_seq_free(s);
+	lynn_model_close(m);
+	lynn_lora_free(l);
+	return out;
+}
+
 static float *run_logits_on(const char *path, const struct lynn_tensor *ids, enum lynn_device d)
 {
 	return run_logits_with(path, ADAPT_NONE, ids, d);
@@ -778,6 +798,29 @@ START_TEST(test_runner_nvfp4)
 		_i ? "modelopt" : "compressed-tensors", vh.mean, vh.min, (long long)T, vd.dmax);
 	ck_assert_msg(vd.dmax <= TOL_NV_VS_DEQUANT_MAXABS, "nvfp4 vs dequant max|d| %g", vd.dmax);
 	ck_assert_msg(vh.mean >= TOL_TINY_COS_MEAN, "cosine mean %g (min %g)", vh.mean, vh.min);
+	/* A PEFT adapter folder on the NVFP4 checkpoint (its targets are
+	 * quantized linears): the same logits as on the dequantized one, and
+	 * not the logits without it; merging into it is refused, nothing
+	 * written. */
+	float *aa = run_logits_adapter(q, ids, FIXTURES "/lora-tiny");
+	float *ba = run_logits_adapter(dq, ids, FIXTURES "/lora-tiny");
+	struct cos_stats ad = cosines(aa, ba, T, V), an = cosines(aa, a, T, V);
+	fprintf(stderr, "nvfp4 %s with lora-tiny: vs dequantized f32 with it max|d| %.2e (max|logit| %.3g); "
+		"the adapter moved the logits by %.3g\n", _i ? "modelopt" : "compressed-tensors", ad.dmax,
+		ad.amax, an.dmax);
+	ck_assert_msg(ad.dmax <= TOL_NV_VS_DEQUANT_MAXABS, "with the adapter, nvfp4 vs dequant max|d| %g",
+		      ad.dmax);
+	ck_assert_msg(an.dmax > 1e-3 * (1 + an.amax), "the adapter changed nothing (max|d| %g)", an.dmax);
+	char *merged = lynn_path_join(q, "../merged"), cmd[2048];
+	snprintf(cmd, sizeof cmd, "merge --base %s --adapter %s/lora-tiny --output %s", q, FIXTURES, merged);
+	struct tu_run r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_msg(r.status == 2 && strstr(r.err, "is NVFP4") && strstr(r.err, "then quantize"),
+		      "lynn %s: exit %d: %s", cmd, r.status, r.err);
+	ck_assert(!lynn_dir_exists(merged));
+	tu_run_free(&r);
+	free(merged);
+	free(aa);
+	free(ba);
 	free(a);
 	free(b);
 	lynn_st_close(refs);

@@ -29,6 +29,8 @@ struct lynn_lora_module {
 	const struct lynn_tensor *a;  /* lora_A [r, in] */
 	const struct lynn_tensor *b;  /* lora_B [out, r] */
 	const struct lynn_tensor *base; /* bound base weight [out, in]; NULL before lynn_lora_bind */
+	bool packed;                  /* base is NVFP4 E2M1 pairs [out, in / 2]: the runner applies
+				       * the adapter; lynn_lora_merge refuses it */
 	int r;
 	double alpha;
 	float scale;                  /* alpha/r or alpha/sqrt(r) */
@@ -45,7 +47,10 @@ void lynn_lora_free(struct lynn_lora *l);
 /* Map every adapter module onto a weight of `base` and check shapes
  * (A [r, in], B [out, r] against W [out, in]). Any module that maps to no base
  * weight or has the wrong shapes is an error whose message lists them (up to
- * what fits) — the classic silent failure of loading the wrong class. */
+ * what fits) — the classic silent failure of loading the wrong class. An
+ * NVFP4 base linear (compressed-tensors `<module>.weight_packed`, ModelOpt
+ * `<module>.weight` as uint8, each with its `weight_scale`) binds by its
+ * logical shape [out, 2 * packed columns] and is marked packed. */
 int lynn_lora_bind(struct lynn_lora *l, const struct lynn_ckpt *base, struct lynn_err *err);
 
 int lynn_lora_n_modules(const struct lynn_lora *l);

@@ -305,6 +305,24 @@ const struct lynn_lora_module *lynn_lora_find(const struct lynn_lora *l, const c
 
 /* ===== binding ===== */
 
+/* The NVFP4 weight of the linear whose dense weight would be `name`
+ * ("<module>.weight"), or NULL: compressed-tensors' weight_packed, or
+ * ModelOpt's uint8 weight itself, each beside a weight_scale. */
+static const struct lynn_tensor *find_packed(const struct lynn_ckpt *base, const char *name,
+					     const struct lynn_tensor *w)
+{
+	char nm[512];
+	size_t n = strlen(name), bl = n - strlen(".weight");
+	if (n < strlen(".weight") || n + 16 >= sizeof nm || strcmp(name + bl, ".weight"))
+		return NULL;
+	if (!w) {
+		snprintf(nm, sizeof nm, "%.*s.weight_packed", (int)bl, name);
+		w = lynn_ckpt_find_decoder(base, nm);
+	}
+	snprintf(nm, sizeof nm, "%.*s.weight_scale", (int)bl, name);
+	return w && w->dtype == LYNN_DTYPE_U8 && w->n_dims == 2 && lynn_ckpt_find_decoder(base, nm) ? w : NULL;
+}
+
 int lynn_lora_bind(struct lynn_lora *l, const struct lynn_ckpt *base, struct lynn_err *err)
 {
 	struct lynn_buf bad = LYNN_BUF_INIT;
@@ -313,16 +331,25 @@ int lynn_lora_bind(struct lynn_lora *l, const struct lynn_ckpt *base, struct lyn
 	for (int i = 0; i < l->n_mods; i++) {
 		struct lynn_lora_module *m = &l->mods[i];
 		const struct lynn_tensor *w = lynn_ckpt_find_decoder(base, m->decoder_name);
+		const struct lynn_tensor *q = find_packed(base, m->decoder_name, w);
 		int64_t wout, win;
 
 		m->base = NULL;
+		m->packed = q != NULL;
+		if (q) {
+			w = q;
+			wout = w->shape[0];
+			win = 2 * w->shape[1];
+		}
 		if (!w) {
 			if (n_bad++ < 6)
 				lynn_buf_printf(&bad, "%s'%s' (no base weight)", n_bad > 1 ? ", " : "", m->module);
 			continue;
 		}
-		wout = w->n_dims == 2 ? w->shape[l->fan_in_fan_out ? 1 : 0] : -1;
-		win = w->n_dims == 2 ? w->shape[l->fan_in_fan_out ? 0 : 1] : -1;
+		if (!q) {
+			wout = w->n_dims == 2 ? w->shape[l->fan_in_fan_out ? 1 : 0] : -1;
+			win = w->n_dims == 2 ? w->shape[l->fan_in_fan_out ? 0 : 1] : -1;
+		}
 		if (wout != m->out || win != m->in) {
 			if (n_bad++ < 6)
 				lynn_buf_printf(&bad, "%s'%s' (adapter %lldx%lld, base '%s' %lldx%lld)",
@@ -330,7 +357,7 @@ int lynn_lora_bind(struct lynn_lora *l, const struct lynn_ckpt *base, struct lyn
 						(long long)m->in, w->name, (long long)wout, (long long)win);
 			continue;
 		}
-		if (w->dtype != LYNN_DTYPE_F32 && w->dtype != LYNN_DTYPE_BF16 && w->dtype != LYNN_DTYPE_F16) {
+		if (!q && w->dtype != LYNN_DTYPE_F32 && w->dtype != LYNN_DTYPE_BF16 && w->dtype != LYNN_DTYPE_F16) {
 			rc = lynn_errf(err, -LYNN_EUNSUPPORTED,
 				       "lora: base weight '%s' is %s: adapters apply to f32/bf16/f16 weights only",
 				       w->name, lynn_dtype_name(w->dtype));
@@ -524,9 +551,14 @@ int lynn_lora_merge(const struct lynn_lora *l, const struct lynn_ckpt *base, con
 	uint64_t total = 0, done = 0;
 	int rc = 0;
 
-	for (int i = 0; i < l->n_mods; i++)
+	for (int i = 0; i < l->n_mods; i++) {
 		if (!l->mods[i].base)
 			return lynn_errf(err, -LYNN_EINVAL, "lora: merge needs a bound adapter");
+		if (l->mods[i].packed)
+			return lynn_errf(err, -LYNN_EUNSUPPORTED,
+					 "lora: base weight '%s' is NVFP4: merge into the bf16 base, then quantize "
+					 "(lynn quantize --nvfp4)", l->mods[i].base->name);
+	}
 	pool = lynn_pool_create(opts->n_threads, err);
 	if (!pool)
 		return err ? err->code : -LYNN_ENOMEM;
