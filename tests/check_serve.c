@@ -27,6 +27,7 @@
 #include "lynn/engine.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/model.h"
 #include "lynn/serve.h"
 #include "lynn/util.h"
 #include "serve/serve_internal.h"
@@ -41,19 +42,33 @@ static struct lynn_engine *eng;
 static struct lynn_server *srv;
 static int port;
 
-static void start(int parallel, int max_queue, int ctx, const char *key, bool metrics)
+/* with gen_defaults, the sampling defaults lynn serve takes from the
+ * model's generation_config.json; else OpenAI's */
+static void start_with(int parallel, int max_queue, int ctx, const char *key, bool metrics, bool gen_defaults)
 {
 	struct lynn_err err = { 0 };
 	struct lynn_engine_opts eo = { .n_threads = 2 };
+	struct lynn_sample_params def;
 	struct lynn_server_opts so = { .host = "127.0.0.1", .port = 0, .model_name = "tiny",
 				       .parallel = parallel, .max_queue = max_queue, .ctx_size = ctx,
 				       .max_prefill = 7, .api_key = key, .metrics = metrics };
 	eng = lynn_engine_open(TINY, &eo, &err);
 	ck_assert_msg(eng, "%s", err.msg);
+	if (gen_defaults) {
+		ck_assert_int_eq(lynn_server_sampling_defaults(lynn_model_config(lynn_engine_model(eng)),
+							       "generation_config.json", &def, &err), 0);
+		so.defaults = &def;
+	}
+	ck_assert_msg(eng, "%s", err.msg);
 	srv = lynn_server_start(eng, &so, &err);
 	ck_assert_msg(srv, "%s", err.msg);
 	port = lynn_server_port(srv);
 	ck_assert_int_gt(port, 0);
+}
+
+static void start(int parallel, int max_queue, int ctx, const char *key, bool metrics)
+{
+	start_with(parallel, max_queue, ctx, key, metrics, false);
 }
 
 static void stop(void)
@@ -423,6 +438,63 @@ START_TEST(test_n_choices)
 	lynn_buf_release(&h.body);
 	free(b);
 	stop();
+}
+END_TEST
+
+/* The sampling a request leaves out: generation_config.json's (the tiny
+ * model's: temperature 1, top_k 20, top_p 0.95) when the server takes it,
+ * so a request with no sampling fields gives, seed for seed, the text of
+ * one that sets those three, and not the text of OpenAI's defaults
+ * (temperature 1, no top-k, top_p 1); a request's own fields still win. */
+START_TEST(test_generation_config_defaults)
+{
+	const char *bodies[] = {
+		"{\"prompt\":\"The sky is\",\"max_tokens\":12,\"ignore_eos\":true,\"seed\":5}",
+		"{\"prompt\":\"The sky is\",\"max_tokens\":12,\"ignore_eos\":true,\"seed\":5,"
+		"\"temperature\":1,\"top_k\":20,\"top_p\":0.95}",
+		"{\"prompt\":\"The sky is\",\"max_tokens\":12,\"ignore_eos\":true,\"seed\":5,"
+		"\"temperature\":1,\"top_k\":0,\"top_p\":1}",
+	};
+	char *text[2][3];
+	for (int g = 0; g < 2; g++) {
+		start_with(2, 8, 4096, NULL, false, g == 1);
+		for (int i = 0; i < 3; i++) {
+			struct http h = call("/v1/completions", bodies[i], NULL, 0);
+			cJSON *j = ok_json(&h);
+			text[g][i] = strdup(str_at(j, "choices.0.text"));
+			cJSON_Delete(j);
+			lynn_buf_release(&h.body);
+		}
+		stop();
+	}
+	/* OpenAI's defaults: no fields = the third body; generation_config's:
+	 * no fields = the second, which differs from the third */
+	ck_assert_str_eq(text[0][0], text[0][2]);
+	ck_assert_str_eq(text[1][0], text[1][1]);
+	ck_assert_str_ne(text[1][0], text[1][2]);
+	ck_assert_str_eq(text[1][1], text[0][1]);
+	ck_assert_str_eq(text[1][2], text[0][2]);
+	for (int g = 0; g < 2; g++)
+		for (int i = 0; i < 3; i++)
+			free(text[g][i]);
+	/* the file's values are checked as a request's would be */
+	struct lynn_config c = { .gen_temperature = NAN, .gen_top_p = 0, .gen_min_p = NAN, .gen_top_k = -1 };
+	struct lynn_sample_params p;
+	struct lynn_err e = { 0 };
+	ck_assert_int_eq(lynn_server_sampling_defaults(&c, "x/generation_config.json", &p, &e), -LYNN_EFORMAT);
+	ck_assert_msg(strstr(e.msg, "x/generation_config.json") && strstr(e.msg, "'top_p'"), "%s", e.msg);
+	c.gen_top_p = NAN;
+	c.gen_temperature = 2.5;
+	ck_assert_int_eq(lynn_server_sampling_defaults(&c, "x", &p, &e), -LYNN_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(e.msg, "'temperature'"));
+	c.gen_temperature = NAN;
+	c.gen_min_p = 1;
+	ck_assert_int_eq(lynn_server_sampling_defaults(&c, "x", &p, &e), -LYNN_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(e.msg, "'min_p'"));
+	c.gen_min_p = 0.05;
+	c.gen_top_k = 40;
+	ck_assert_int_eq(lynn_server_sampling_defaults(&c, "x", &p, &e), 0);
+	ck_assert(p.temperature == 1.0f && p.top_p == 1.0f && p.top_k == 40 && p.min_p == 0.05f);
 }
 END_TEST
 
@@ -1195,6 +1267,7 @@ START_TEST(test_cli)
 		{ "serve --model " TINY " --device gpu", "--device" },
 		{ "serve --model " TINY " --host not-an-address --port 0", "--host" },
 		{ "serve --model /nonexistent/model --port 0", "/nonexistent/model" },
+		{ "serve --model " TINY " --generation-config vllm", "--generation-config" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		struct tu_run r = tu_lynn(cases[i].args, NULL, NULL);
@@ -1202,6 +1275,24 @@ START_TEST(test_cli)
 			      r.err);
 		tu_run_free(&r);
 	}
+	/* the tiny model with a generation_config.json whose top_p no request
+	 * could ask for: refused at start, naming the file and the field */
+	char *dir = tu_mkdtemp(), cmd[1024], *gen = lynn_path_join(dir, "generation_config.json");
+	snprintf(cmd, sizeof cmd, "for f in \"$(cd %s && pwd)\"/*; do ln -s \"$f\" %s/; done && rm %s", TINY, dir,
+		 gen);
+	struct tu_run r = tu_sh(cmd, NULL);
+	ck_assert_msg(r.status == 0, "%s: %s", cmd, r.err);
+	tu_run_free(&r);
+	const char *bad = "{\"eos_token_id\":[482,480],\"top_p\":0,\"top_k\":20}";
+	tu_write(gen, bad, strlen(bad));
+	snprintf(cmd, sizeof cmd, "serve --model %s --port 0", dir);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_msg(r.status == 2 && strstr(r.err, gen) && strstr(r.err, "'top_p'"), "exit %d: %s", r.status,
+		      r.err);
+	tu_run_free(&r);
+	free(gen);
+	lynn_rm_rf(dir);
+	free(dir);
 }
 END_TEST
 
@@ -1238,6 +1329,7 @@ Suite *serve_suite(void)
 	tcase_add_test(h, test_chat_equals_engine);
 	tcase_add_test(h, test_stop_strings);
 	tcase_add_test(h, test_n_choices);
+	tcase_add_test(h, test_generation_config_defaults);
 	tcase_add_test(h, test_errors);
 	tcase_add_test(h, test_queue_and_cancel);
 	tcase_add_test(h, test_overload);

@@ -890,6 +890,11 @@ START_TEST(test_config_fixtures)
 		ck_assert_int_eq(g.bos_id, -1);
 		ck_assert(!g.tie_word_embeddings);
 		ck_assert_double_eq_tol(g.rms_eps, 1e-6, 1e-12);
+		/* generation_config.json's sampling: temperature 1.0, top_k 20, top_p 0.95 */
+		ck_assert_double_eq(g.gen_temperature, 1.0);
+		ck_assert_double_eq(g.gen_top_p, 0.95);
+		ck_assert_int_eq(g.gen_top_k, 20);
+		ck_assert(isnan(g.gen_min_p));
 		lynn_config_release(&g);
 	}
 }
@@ -984,6 +989,50 @@ START_TEST(test_config_fallbacks)
 	free(p);
 	lynn_rm_rf(dir);
 	free(dir);
+}
+END_TEST
+
+/* generation_config.json's sampling fields: read when numbers, absent or
+ * null left unset, another type or a fractional top_k refused naming the
+ * file and the field */
+START_TEST(test_config_generation)
+{
+	static const struct {
+		const char *json, *expect; /* expect NULL: loads */
+	} cases[] = {
+		{ "{\"temperature\":0.7,\"top_p\":0.8,\"top_k\":20,\"min_p\":0.0}", NULL },
+		{ "{\"temperature\":null,\"top_k\":null}", NULL },
+		{ "{\"top_p\":\"high\"}", "'top_p'" },
+		{ "{\"temperature\":[1]}", "'temperature'" },
+		{ "{\"top_k\":2.5}", "'top_k'" },
+		{ "{\"top_k\":-1}", "'top_k'" },
+	};
+	const char *js = FLAT_HEAD ROPE_OK "\"num_hidden_layers\":1,\"num_experts_per_tok\":2}";
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *dir = tu_mkdtemp(), *p = lynn_path_join(dir, "config.json");
+		char *gp = lynn_path_join(dir, "generation_config.json");
+		struct lynn_config g;
+		struct lynn_err e = { 0 };
+		tu_write(p, js, strlen(js));
+		tu_write(gp, cases[i].json, strlen(cases[i].json));
+		int rc = lynn_config_load(&g, dir, &e);
+		if (cases[i].expect) {
+			ck_assert_msg(rc < 0 && strstr(e.msg, gp) && strstr(e.msg, cases[i].expect), "case %zu: %s",
+				      i, e.msg);
+		} else {
+			ck_assert_msg(rc == 0, "case %zu: %s", i, e.msg);
+			if (i == 0)
+				ck_assert(g.gen_temperature == 0.7 && g.gen_top_p == 0.8 && g.gen_top_k == 20 &&
+					  g.gen_min_p == 0.0);
+			else
+				ck_assert(isnan(g.gen_temperature) && isnan(g.gen_top_p) && g.gen_top_k == -1);
+			lynn_config_release(&g);
+		}
+		free(p);
+		free(gp);
+		lynn_rm_rf(dir);
+		free(dir);
+	}
 }
 END_TEST
 
@@ -1233,6 +1282,7 @@ Suite *st_suite(void)
 	tcase_add_loop_test(tc, test_config_errors, 0,
 			    (int)(sizeof bad_configs / sizeof bad_configs[0]));
 	tcase_add_test(tc, test_config_fallbacks);
+	tcase_add_test(tc, test_config_generation);
 	tcase_add_test(tc, test_inspect_json);
 	tcase_add_test(tc, test_inspect_text_and_usage);
 	tcase_add_test(tc, test_inspect_gguf_and_config);

@@ -40,6 +40,10 @@ struct lynn_config {
 	int32_t eos_ids[LYNN_MAX_EOS];              /* generation_config, else config */
 	int n_eos;
 	int32_t bos_id, pad_id;                     /* -1 when absent */
+	/* generation_config.json's sampling fields (the model maker's
+	 * recommendation; lynn serve's defaults): NAN / -1 when absent or null */
+	double gen_temperature, gen_top_p, gen_min_p;
+	int64_t gen_top_k;
 	char torch_dtype[16];                       /* "bfloat16", "float32", ... */
 	char quant_method[32];                      /* quantization_config.quant_method or "" */
 	char quant_format[48];                      /* quantization_config.format or "" */

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lynn/config.h"
 #include "lynn/engine.h"
 #include "lynn/err.h"
 
@@ -27,9 +28,23 @@ struct lynn_server_opts {
 	int max_prefill;           /* prompt tokens per batch step (chunked prefill) */
 	const char *api_key;       /* NULL: no authentication; never logged */
 	bool metrics;              /* serve GET /metrics (else 501) */
+	/* sampling for the fields a request leaves out (temperature, top_p,
+	 * top_k, min_p; not the seed); NULL: OpenAI's (temperature 1, top_p 1,
+	 * neither top_k nor min_p). lynn serve takes generation_config.json's
+	 * (lynn_server_sampling_defaults). Copied at start. */
+	const struct lynn_sample_params *defaults;
 };
 
 struct lynn_server;
+
+/* Sampling defaults for lynn_server_opts.defaults: OpenAI's (temperature 1,
+ * top_p 1, top_k and min_p off), with a model's generation_config.json
+ * fields (cfg->gen_*; cfg NULL: none) over them, as vLLM's default
+ * --generation-config auto takes them. A field outside what a request may
+ * ask (temperature 0..2, top_p in (0, 1], min_p in [0, 1), top_k >= 0) is
+ * -LYNN_EFORMAT naming `what` (the file) and the field. */
+int lynn_server_sampling_defaults(const struct lynn_config *cfg, const char *what,
+				  struct lynn_sample_params *p, struct lynn_err *err);
 
 /* Start serving `e` (borrowed; used only by the scheduler thread once
  * started, and for tokenizing and templating, which are thread-safe).

@@ -3,6 +3,7 @@
  * SIGINT, which drain it: no new connections, open requests finish (up to
  * --drain-timeout), then exit 0. */
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,13 +13,15 @@
 #include "lynn/engine.h"
 #include "lynn/fs.h"
 #include "lynn/log.h"
+#include "lynn/model.h"
 #include "lynn/serve.h"
 
 static const char usage[] =
 	"usage: lynn serve --model PATH [--adapter DIR] [--host 127.0.0.1] [--port 8080]\n"
 	"                  [--served-model-name NAME] [--parallel 4] [--ctx-size 4096]\n"
 	"                  [--max-queue 64] [--max-prefill 512] [--api-key KEY] [--metrics]\n"
-	"                  [--drain-timeout 30] [--threads N] [--device D] [-q|-v]\n"
+	"                  [--drain-timeout 30] [--generation-config auto|none] [--threads N]\n"
+	"                  [--device D] [-q|-v]\n"
 	"\n"
 	"OpenAI-compatible server: GET /health, GET /v1/models, POST /v1/chat/completions\n"
 	"and /v1/completions (streamed or not), /tokenize, /detokenize, /apply-template,\n"
@@ -36,6 +39,9 @@ static const char usage[] =
 	"                          /health stays open\n"
 	"  --metrics               serve Prometheus counters at GET /metrics\n"
 	"  --drain-timeout S       seconds a drain waits for running requests (0 = no limit)\n"
+	"  --generation-config G   auto (default): a request's missing temperature, top_p,\n"
+	"                          top_k and min_p come from the model's generation_config.json,\n"
+	"                          as vLLM does; none: OpenAI's (temperature 1, top_p 1)\n"
 	"\n"
 	"exit: 0 drained, 2 bad arguments or model, 3 runtime failure\n";
 
@@ -54,6 +60,7 @@ int cmd_serve(int argc, char **argv)
 		{ "api-key", required_argument, NULL, 'k' },
 		{ "metrics", no_argument, NULL, 'M' },
 		{ "drain-timeout", required_argument, NULL, 'd' },
+		{ "generation-config", required_argument, NULL, 'g' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "device", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
@@ -67,6 +74,7 @@ int cmd_serve(int argc, char **argv)
 	long v, threads = 0;
 	enum lynn_device device = LYNN_DEVICE_AUTO;
 	double drain = 30;
+	bool gen_auto = true;
 	struct lynn_err err = { 0 };
 	int opt;
 
@@ -118,6 +126,12 @@ int cmd_serve(int argc, char **argv)
 			if (cmd_opt_device("serve", optarg, &device))
 				return 2;
 			break;
+		case 'g':
+			if (strcmp(optarg, "auto") && strcmp(optarg, "none"))
+				return cmd_usage_error("serve", "--generation-config must be auto or none, not '%s'",
+						       optarg);
+			gen_auto = !strcmp(optarg, "auto");
+			break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return cmd_usage_error("serve", "unknown option");
 		}
@@ -144,6 +158,22 @@ int cmd_serve(int argc, char **argv)
 	struct lynn_engine *eng = lynn_engine_open(model, &eo, &err);
 	if (!eng)
 		return cmd_fail(&err);
+	/* the model maker's sampling, for what a request leaves out */
+	struct lynn_sample_params def;
+	const struct lynn_config *cfg = lynn_model_config(lynn_engine_model(eng));
+	char *gen_path = lynn_dir_exists(model) ? lynn_path_join(model, "generation_config.json") : strdup(model);
+	int rc = lynn_server_sampling_defaults(gen_auto ? cfg : NULL, gen_path, &def, &err);
+	free(gen_path);
+	if (rc) {
+		lynn_engine_close(eng);
+		return cmd_fail(&err);
+	}
+	so.defaults = &def;
+	if (gen_auto && (!isnan(cfg->gen_temperature) || !isnan(cfg->gen_top_p) || !isnan(cfg->gen_min_p) ||
+			 cfg->gen_top_k >= 0))
+		lynn_log_info("serve: sampling defaults from generation_config.json: temperature %g, top_p %g, "
+			      "top_k %d, min_p %g (a request's own fields win; --generation-config none: "
+			      "OpenAI's)", def.temperature, def.top_p, def.top_k, def.min_p);
 	struct lynn_server *srv = lynn_server_start(eng, &so, &err);
 	if (!srv) {
 		lynn_engine_close(eng);

@@ -95,6 +95,19 @@ static int get_id(struct ctx *c, const cJSON *o, const char *key, const char *wh
 	return rc;
 }
 
+/* An optional number of generation_config.json: *out unchanged when absent
+ * or null; another type is an error naming the field. */
+static int get_opt_num(struct ctx *c, const cJSON *o, const char *key, const char *what, double *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+		return lynn_errf(c->err, -LYNN_EFORMAT, "config: %s: field '%s' must be a number", what, key);
+	*out = v->valuedouble;
+	return 0;
+}
+
 static int get_layer_types(struct ctx *c, const cJSON *t, struct lynn_config *cfg)
 {
 	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(t, "layer_types");
@@ -302,6 +315,8 @@ int lynn_config_load(struct lynn_config *cfg, const char *path, struct lynn_err 
 
 	memset(cfg, 0, sizeof *cfg);
 	cfg->bos_id = cfg->pad_id = -1;
+	cfg->gen_temperature = cfg->gen_top_p = cfg->gen_min_p = NAN;
+	cfg->gen_top_k = -1;
 	if (lynn_dir_exists(path)) {
 		cfg_path = lynn_path_join(path, "config.json");
 		dir = strdup(path);
@@ -364,10 +379,21 @@ int lynn_config_load(struct lynn_config *cfg, const char *path, struct lynn_err 
 			goto out;
 		}
 		snprintf(what, sizeof what, "'%s'", gen_path);
+		double top_k = NAN;
 		if ((rc = get_ids(&c, gen, "eos_token_id", what, cfg->eos_ids, &cfg->n_eos)) ||
 		    (rc = get_id(&c, gen, "bos_token_id", what, &cfg->bos_id)) ||
-		    (rc = get_id(&c, gen, "pad_token_id", what, &cfg->pad_id)))
+		    (rc = get_id(&c, gen, "pad_token_id", what, &cfg->pad_id)) ||
+		    (rc = get_opt_num(&c, gen, "temperature", what, &cfg->gen_temperature)) ||
+		    (rc = get_opt_num(&c, gen, "top_p", what, &cfg->gen_top_p)) ||
+		    (rc = get_opt_num(&c, gen, "min_p", what, &cfg->gen_min_p)) ||
+		    (rc = get_opt_num(&c, gen, "top_k", what, &top_k)))
 			goto out;
+		if (!isnan(top_k) && (top_k != floor(top_k) || top_k < 0 || top_k > 1e9)) {
+			rc = lynn_errf(err, -LYNN_EFORMAT, "config: %s: field 'top_k' must be a whole number >= 0",
+				       what);
+			goto out;
+		}
+		cfg->gen_top_k = isnan(top_k) ? -1 : (int64_t)top_k;
 	}
 	if (!cfg->n_eos && (rc = get_ids(&c, t, "eos_token_id", c.what, cfg->eos_ids, &cfg->n_eos)))
 		goto out;

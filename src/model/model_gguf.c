@@ -16,6 +16,7 @@
  * usual kernels, quantized ones (include/lynn/ggml_quants.h) are dequantized
  * a row chunk at a time inside the product. Small vectors become f32.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,8 @@ static int load_config(struct gb *b)
 	c->vocab_size = (int)emb->ne[1];
 	c->tie_word_embeddings = !lynn_gguf_find_tensor(g, "output.weight");
 	c->bos_id = c->pad_id = -1;
+	c->gen_temperature = c->gen_top_p = c->gen_min_p = NAN; /* no generation_config */
+	c->gen_top_k = -1;
 	int32_t eos = -1, eot = -1;
 	if ((rc = opt_id(b, "tokenizer.ggml.eos_token_id", &eos)) ||
 	    (rc = opt_id(b, "tokenizer.ggml.eot_token_id", &eot)) ||

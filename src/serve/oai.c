@@ -214,8 +214,8 @@ static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_
 			struct srv_error *e)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, "model");
-	double temp = 1.0, top_p = 1.0, min_p = 0.0;
-	int64_t top_k = 0, seed = -1, max = def_max;
+	double temp = s->def.temperature, top_p = s->def.top_p, min_p = s->def.min_p;
+	int64_t top_k = s->def.top_k, seed = -1, max = def_max;
 	const cJSON *so;
 
 	r->gopts.skip_special = true; /* as vLLM: special tokens stay out of the text */

@@ -87,7 +87,8 @@ struct srv_metrics {
 };
 
 struct srv {
-	struct lynn_server_opts o;
+	struct lynn_server_opts o;   /* o.defaults: NULL, copied into def */
+	struct lynn_sample_params def; /* a request's sampling where it says nothing */
 	char *host, *model_name, *api_key;
 	struct lynn_engine *e;
 	const struct lynn_tok *tok;

@@ -1,6 +1,7 @@
 /* server.c - `lynn serve`'s lifecycle (include/lynn/serve.h): options
  * checked, the scheduler and the HTTP daemon started, drained and stopped. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +21,33 @@ static void srv_free(struct srv *s)
 	pthread_cond_destroy(&s->work);
 	pthread_cond_destroy(&s->idle);
 	free(s);
+}
+
+int lynn_server_sampling_defaults(const struct lynn_config *cfg, const char *what,
+				  struct lynn_sample_params *p, struct lynn_err *err)
+{
+	lynn_sample_params_init(p);
+	p->temperature = 1.0f;
+	if (!cfg)
+		return 0;
+	const double t = cfg->gen_temperature, tp = cfg->gen_top_p, mp = cfg->gen_min_p;
+	const char *bad = !isnan(t) && (t < 0 || t > 2)      ? "temperature' must be in [0, 2]"
+			  : !isnan(tp) && (tp <= 0 || tp > 1) ? "top_p' must be in (0, 1]"
+			  : !isnan(mp) && (mp < 0 || mp >= 1) ? "min_p' must be in [0, 1)"
+			  : cfg->gen_top_k > (1 << 30)        ? "top_k' must be at most 2^30"
+							      : NULL;
+	if (bad)
+		return lynn_errf(err, -LYNN_EFORMAT, "serve: %s: '%s (--generation-config none ignores the "
+				 "file's sampling fields)", what, bad);
+	if (!isnan(t))
+		p->temperature = (float)t;
+	if (!isnan(tp))
+		p->top_p = (float)tp;
+	if (!isnan(mp))
+		p->min_p = (float)mp;
+	if (cfg->gen_top_k >= 0)
+		p->top_k = (int)cfg->gen_top_k;
+	return 0;
 }
 
 struct lynn_server *lynn_server_start(struct lynn_engine *e, const struct lynn_server_opts *o,
@@ -45,6 +73,10 @@ struct lynn_server *lynn_server_start(struct lynn_engine *e, const struct lynn_s
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->idle, NULL);
 	s->o = *o;
+	s->o.defaults = NULL;
+	lynn_server_sampling_defaults(NULL, NULL, &s->def, NULL);
+	if (o->defaults)
+		s->def = *o->defaults;
 	s->e = e;
 	s->tok = lynn_engine_tok(e);
 	s->tmpl = lynn_engine_template(e);
