@@ -678,6 +678,19 @@ static void write_dequantized(const char *qdir, const char *out)
 	lynn_ckpt_close(c);
 }
 
+/* m's logits at every position of ids, from one prefill */
+static float *prefill_logits(struct lynn_model *m, const struct lynn_tensor *ids)
+{
+	struct lynn_err err = { 0 };
+	int64_t V = lynn_model_n_vocab(m), T = ids->n_elems;
+	float *out = malloc(sizeof(float) * (size_t)(T * V));
+	struct lynn_seq *s = lynn_seq_create(m, &err);
+	ck_assert_msg(s != NULL, "%s", err.msg);
+	ck_assert_msg(lynn_model_prefill(m, s, ids->data, T, true, out, &err) == 0, "%s", err.msg);
+	lynn_seq_free(s);
+	return out;
+}
+
 /* Which linears run_logits_with puts random rank-4 adapters on: none;
  * every layer's shared-expert gate, up and down; or some of every layer's
  * input projections (in_proj_z and in_proj_a, k_proj: parts in the middle
@@ -713,11 +726,7 @@ static float *run_logits_with(const char *path, enum adapters on, const struct l
 			ck_assert_msg(lynn_model_lora_set(m, name, &r, &err) == 0, "%s: %s", name, err.msg);
 		}
 	}
-	int64_t V = lynn_model_n_vocab(m), T = ids->n_elems;
-	float *out = malloc(sizeof(float) * (size_t)(T * V));
-	struct lynn_seq *s = lynn_seq_create(m, &err);
-	ck_assert_int_eq(lynn_model_prefill(m, s, ids->data, T, true, out, &err), 0);
-	lynn_seq_free(s);
+	float *out = prefill_logits(m, ids);
 	lynn_model_close(m);
 	free(ab);
 	return out;
@@ -732,11 +741,7 @@ static float *run_logits_adapter(const char *path, const struct lynn_tensor *ids
 	ck_assert_msg(m != NULL, "%s: %s", path, err.msg);
 	struct lynn_lora *l = lynn_model_lora_load(m, adapter, &err);
 	ck_assert_msg(l != NULL, "%s on %s: %s", adapter, path, err.msg);
-	int64_t V = lynn_model_n_vocab(m), T = ids->n_elems;
-	float *out = malloc(sizeof(float) * (size_t)(T * V));
-	struct lynn_seq *s = lynn_seq_create(m, &err);
-	ck_assert_int_eq(lynn_model_prefill(m, s, ids->data, T, true, out, &err), 0);
-	lynn_seq_free(s);
+	float *out = prefill_logits(m, ids);
 	lynn_model_close(m);
 	lynn_lora_free(l);
 	return out;
@@ -1173,6 +1178,35 @@ START_TEST(test_cuda_runner_nvfp4)
 }
 END_TEST
 
+#ifdef LYNN_CUDA
+/* A temporary folder with a random 4-layer checkpoint of the bench's
+ * mid-size shapes (gen_bench_model.py --small: hidden 1024, 64 experts
+ * top-8, moe 256) in bf16 and its lynn quantize --nvfp4 copy: dir/bf16,
+ * dir/nv. */
+static char *small_models(void)
+{
+	char *dir = tu_mkdtemp(), cmd[2048];
+	snprintf(cmd, sizeof cmd, "python3 tests/tools/gen_bench_model.py %s/bf16 --small", dir);
+	struct tu_run r = tu_sh(cmd, NULL);
+	ck_assert_msg(r.status == 0, "%s: %s", cmd, r.err);
+	tu_run_free(&r);
+	snprintf(cmd, sizeof cmd, "quantize --nvfp4 %s/bf16 %s/nv", dir, dir);
+	r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_msg(r.status == 0, "lynn %s: %s", cmd, r.err);
+	tu_run_free(&r);
+	return dir;
+}
+
+/* n token ids spread over the small models' vocabulary, in idv */
+static struct lynn_tensor spread_ids(int32_t *idv, int n)
+{
+	for (int i = 0; i < n; i++)
+		idv[i] = (i * 7919 + 13) % 32768;
+	return (struct lynn_tensor){ .name = "ids", .dtype = LYNN_DTYPE_I32, .n_dims = 1, .shape = { n },
+				     .n_elems = n, .data = idv, .nbytes = (uint64_t)n * 4 };
+}
+#endif
+
 /* The fused expert MLP of the CUDA runner (gate/up, SwiGLU and down in two
  * launches over one [gate; up] bank) needs H and I multiples of 128, which
  * the tiny fixtures are not: a random 4-layer checkpoint of the bench's
@@ -1189,20 +1223,9 @@ START_TEST(test_cuda_runner_expert_mlp)
 #ifdef LYNN_CUDA
 	if (!cuda_present("expert MLP test"))
 		return;
-	char *dir = tu_mkdtemp(), cmd[2048];
-	snprintf(cmd, sizeof cmd, "python3 tests/tools/gen_bench_model.py %s/bf16 --small", dir);
-	struct tu_run r = tu_sh(cmd, NULL);
-	ck_assert_msg(r.status == 0, "%s: %s", cmd, r.err);
-	tu_run_free(&r);
-	snprintf(cmd, sizeof cmd, "quantize --nvfp4 %s/bf16 %s/nv", dir, dir);
-	r = tu_lynn(cmd, NULL, NULL);
-	ck_assert_msg(r.status == 0, "lynn %s: %s", cmd, r.err);
-	tu_run_free(&r);
+	char *dir = small_models();
 	int32_t idv[24];
-	for (int i = 0; i < 24; i++)
-		idv[i] = (i * 7919 + 13) % 32768;
-	struct lynn_tensor ids = { .name = "ids", .dtype = LYNN_DTYPE_I32, .n_dims = 1, .shape = { 24 },
-				   .n_elems = 24, .data = idv, .nbytes = sizeof idv };
+	struct lynn_tensor ids = spread_ids(idv, 24);
 	char *nv = lynn_path_join(dir, "nv");
 	/* f: the routed and the shared experts in one expert MLP call; s: the
 	 * shared expert on its own; u: gate and up as two banks throughout */
@@ -1266,20 +1289,9 @@ START_TEST(test_cuda_runner_stacked)
 #ifdef LYNN_CUDA
 	if (!cuda_present("stacked projections test"))
 		return;
-	char *dir = tu_mkdtemp(), cmd[2048];
-	snprintf(cmd, sizeof cmd, "python3 tests/tools/gen_bench_model.py %s/bf16 --small", dir);
-	struct tu_run r = tu_sh(cmd, NULL);
-	ck_assert_msg(r.status == 0, "%s: %s", cmd, r.err);
-	tu_run_free(&r);
-	snprintf(cmd, sizeof cmd, "quantize --nvfp4 %s/bf16 %s/nv", dir, dir);
-	r = tu_lynn(cmd, NULL, NULL);
-	ck_assert_msg(r.status == 0, "lynn %s: %s", cmd, r.err);
-	tu_run_free(&r);
+	char *dir = small_models();
 	int32_t idv[12];
-	for (int i = 0; i < 12; i++)
-		idv[i] = (i * 7919 + 13) % 32768;
-	struct lynn_tensor ids = { .name = "ids", .dtype = LYNN_DTYPE_I32, .n_dims = 1, .shape = { 12 },
-				   .n_elems = 12, .data = idv, .nbytes = sizeof idv };
+	struct lynn_tensor ids = spread_ids(idv, 12);
 	for (int v = 0; v < 2; v++) {
 		char *path = lynn_path_join(dir, v ? "nv" : "bf16");
 		float *st[2], *ap[2];
