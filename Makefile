@@ -91,7 +91,7 @@ $(BUILD)/kernels/nvfp4_fp4.o: NVFLAGS += -gencode arch=compute_100a,code=sm_100a
 
 $(BUILD)/kernels/%.o: kernels/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
 # The runner benchmark (tests/bench/runner.sh, llama_cpp.sh, runner_cuda.sh).
 $(BUILD)/bench_runner: tests/bench/bench_runner.c $(LIB)
