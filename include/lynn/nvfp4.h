@@ -140,6 +140,16 @@ int lynn_nvfp4_scan(const struct lynn_tensor *const *ts, int64_t n, bool check_d
 		    struct lynn_nvfp4_scan *out, struct lynn_err *err);
 void lynn_nvfp4_scan_free(struct lynn_nvfp4_scan *s);
 
+/* The NVFP4 linear of an opened checkpoint whose dense weight would be
+ * `name` ("<module>.weight", as lynn_ckpt_find_decoder takes it):
+ * compressed-tensors' `<module>.weight_packed`, or ModelOpt's U8
+ * `<module>.weight`, 2-D or fused 3-D (a leading expert dimension), with
+ * its scale and global companions where present (NULL where not: callers
+ * check them). Returns the format, NONE when neither is there
+ * (src/formats/nvfp4_ckpt.c). */
+enum lynn_nvfp4_format lynn_nvfp4_find(const struct lynn_ckpt *c, const char *name,
+				       struct lynn_nvfp4_linear *L);
+
 /* Does `name` belong to a quantized linear of format f (ends in one of its
  * companion suffixes)? Sets *base_len to the length of "<base>" if so. */
 bool lynn_nvfp4_is_companion(enum lynn_nvfp4_format f, const char *name, size_t *base_len);

@@ -20,6 +20,7 @@
 #include "lynn/cpu.h"
 #include "lynn/fs.h"
 #include "lynn/json.h"
+#include "lynn/nvfp4.h"
 #include "lynn/pool.h"
 
 struct lynn_lora {
@@ -305,24 +306,6 @@ const struct lynn_lora_module *lynn_lora_find(const struct lynn_lora *l, const c
 
 /* ===== binding ===== */
 
-/* The NVFP4 weight of the linear whose dense weight would be `name`
- * ("<module>.weight"), or NULL: compressed-tensors' weight_packed, or
- * ModelOpt's uint8 weight itself, each beside a weight_scale. */
-static const struct lynn_tensor *find_packed(const struct lynn_ckpt *base, const char *name,
-					     const struct lynn_tensor *w)
-{
-	char nm[512];
-	size_t n = strlen(name), bl = n - strlen(".weight");
-	if (n < strlen(".weight") || n + 16 >= sizeof nm || strcmp(name + bl, ".weight"))
-		return NULL;
-	if (!w) {
-		snprintf(nm, sizeof nm, "%.*s.weight_packed", (int)bl, name);
-		w = lynn_ckpt_find_decoder(base, nm);
-	}
-	snprintf(nm, sizeof nm, "%.*s.weight_scale", (int)bl, name);
-	return w && w->dtype == LYNN_DTYPE_U8 && w->n_dims == 2 && lynn_ckpt_find_decoder(base, nm) ? w : NULL;
-}
-
 int lynn_lora_bind(struct lynn_lora *l, const struct lynn_ckpt *base, struct lynn_err *err)
 {
 	struct lynn_buf bad = LYNN_BUF_INIT;
@@ -331,15 +314,17 @@ int lynn_lora_bind(struct lynn_lora *l, const struct lynn_ckpt *base, struct lyn
 	for (int i = 0; i < l->n_mods; i++) {
 		struct lynn_lora_module *m = &l->mods[i];
 		const struct lynn_tensor *w = lynn_ckpt_find_decoder(base, m->decoder_name);
-		const struct lynn_tensor *q = find_packed(base, m->decoder_name, w);
+		struct lynn_nvfp4_linear nv; /* a 2-D NVFP4 linear with its block scales */
+		const bool q = lynn_nvfp4_find(base, m->decoder_name, &nv) != LYNN_NVFP4_NONE &&
+			       nv.weight->dtype == LYNN_DTYPE_U8 && nv.weight->n_dims == 2 && nv.scale;
 		int64_t wout, win;
 
 		m->base = NULL;
-		m->packed = q != NULL;
+		m->packed = q;
 		if (q) {
-			w = q;
-			wout = w->shape[0];
-			win = 2 * w->shape[1];
+			w = nv.weight;
+			wout = nv.n;
+			win = nv.k;
 		}
 		if (!w) {
 			if (n_bad++ < 6)

@@ -52,43 +52,6 @@ static int check_shape(struct binder *b, const struct lynn_tensor *t, int nd, co
 	return 0;
 }
 
-/* The NVFP4 companions of "<module>.weight" stored as compressed-tensors
- * (weight_packed) or ModelOpt (U8 weight), 2-D or fused 3-D (a leading
- * expert dimension): returns the format, NONE when neither is there. */
-static enum lynn_nvfp4_format find_nvfp4(struct binder *b, const char *name,
-					 struct lynn_nvfp4_linear *L)
-{
-	enum lynn_nvfp4_format f = LYNN_NVFP4_CT;
-	const struct lynn_nvfp4_suffixes *sx;
-	size_t bl = strlen(name) - strlen(".weight");
-	char nm[300];
-
-	memset(L, 0, sizeof *L);
-	if (bl >= sizeof L->base || !strstr(name, ".weight"))
-		return LYNN_NVFP4_NONE;
-	memcpy(L->base, name, bl);
-	snprintf(nm, sizeof nm, "%s.weight_packed", L->base);
-	L->weight = lynn_ckpt_find_decoder(b->m->ckpt, nm);
-	if (!L->weight) {
-		L->weight = lynn_ckpt_find_decoder(b->m->ckpt, name);
-		if (!L->weight || L->weight->dtype != LYNN_DTYPE_U8)
-			return LYNN_NVFP4_NONE;
-		f = LYNN_NVFP4_MODELOPT;
-	}
-	sx = lynn_nvfp4_suffixes(f);
-	snprintf(nm, sizeof nm, "%s.%s", L->base, sx->scale);
-	L->scale = lynn_ckpt_find_decoder(b->m->ckpt, nm);
-	snprintf(nm, sizeof nm, "%s.%s", L->base, sx->global);
-	L->global = lynn_ckpt_find_decoder(b->m->ckpt, nm);
-	const int nd = L->weight->n_dims;
-	if (nd == 2 || nd == 3) {
-		L->n_experts = nd == 3 ? L->weight->shape[0] : 0;
-		L->n = L->weight->shape[nd - 2];
-		L->k = 2 * L->weight->shape[nd - 1];
-	}
-	return f;
-}
-
 /* Rows [row0, row0 + rows) of expert e of a found NVFP4 linear as `l`. */
 static int lin_nvfp4(struct binder *b, struct lin *l, enum lynn_nvfp4_format f,
 		     const struct lynn_nvfp4_linear *L, int64_t e, int64_t row0, int64_t rows,
@@ -125,7 +88,7 @@ static int bind_nvfp4(struct binder *b, struct lin *l, const char *name, int64_t
 		      int64_t n_in, bool *found)
 {
 	struct lynn_nvfp4_linear L;
-	enum lynn_nvfp4_format f = find_nvfp4(b, name, &L);
+	enum lynn_nvfp4_format f = lynn_nvfp4_find(b->m->ckpt, name, &L);
 	*found = f != LYNN_NVFP4_NONE;
 	if (!*found)
 		return 0;
@@ -192,11 +155,11 @@ static int bind_experts(struct binder *b, struct layer *L, int li)
 	if (!L->eg || !L->eu || !L->ed)
 		return lynn_errf(b->err, -LYNN_ENOMEM, "model: out of memory");
 	struct lynn_nvfp4_linear G, D;
-	enum lynn_nvfp4_format f = find_nvfp4(b, NAME("layers.%d.mlp.experts.gate_up_proj.weight", li), &G);
+	enum lynn_nvfp4_format f = lynn_nvfp4_find(b->m->ckpt, NAME("layers.%d.mlp.experts.gate_up_proj.weight", li), &G);
 	if (f != LYNN_NVFP4_NONE) { /* fused 3-D NVFP4: gate_up [E, 2I, H/2], down [E, H, I/2] */
 		if (G.n_experts != m->E || G.n != 2 * (int64_t)m->I || G.k != m->H)
 			return nvfp4_shape_error(b, &G, m->E, 2 * (int64_t)m->I, m->H);
-		if (find_nvfp4(b, NAME("layers.%d.mlp.experts.down_proj.weight", li), &D) != f)
+		if (lynn_nvfp4_find(b->m->ckpt, NAME("layers.%d.mlp.experts.down_proj.weight", li), &D) != f)
 			return lynn_errf(b->err, -LYNN_ENOTFOUND,
 					 "model: '%s': missing the NVFP4 tensor '%s' (in the format of '%s')",
 					 b->path, nm, G.base);
