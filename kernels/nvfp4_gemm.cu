@@ -1115,12 +1115,16 @@ static void launch_tc_pdl(const struct lynn_cuda_nvfp4_weight *w, const int32_t 
 	/* output rows: a warp tile is 16 weight rows either way */
 	const int64_t rows = gated ? w->n / 2 : w->n, rows_per_block = (gated ? 8 : 16) * (8 / kg);
 	const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block * groups;
-	/* tc3 over many waves (lm_head): a third block per SM overlaps the
-	 * blocks' starts and ends better than more spans in flight per warp */
+	/* tc3 over more than a wave of 2 blocks per SM (lm_head; the expert
+	 * MLP's 9 slots at M = 1, the DeltaNet stack: 288 and 386 blocks) runs
+	 * 3 blocks per SM with 2 spans in flight: a third block per SM overlaps
+	 * the blocks' starts and ends better than more spans in flight per
+	 * warp, and a grid of 1 to 1.5 waves at 2 blocks per SM fits in one
+	 * (docs/benchmarks.md, run 46) */
 	bool many = false;
 	auto kern = V == 2 ? nvfp4_tc2_kernel<MT8, TY> : nvfp4_tc3_kernel<MT8, TY, 4, 2>;
 	if constexpr (V == 3 && MT8 == 1) { /* (more tokens: registers spill) */
-		many = blocks > 8 * (int64_t)sm_count();
+		many = blocks > 2 * (int64_t)sm_count();
 		if (many)
 			kern = nvfp4_tc3_kernel<1, TY, 2, 3>;
 	}

@@ -1035,16 +1035,19 @@ END_TEST
  * and 16, both output types, each part's columns against the f64 reference
  * of that part alone (the bounds of cuda_nvfp4.sh's checks: 1e-3 relative
  * for f32 output, 4e-3 for bf16, whose own rounding is up to 2^-8), into
- * NaN-poisoned outputs; then the calls it must refuse. */
+ * NaN-poisoned outputs; then the calls it must refuse. The third stack has
+ * the DeltaNet input's size (385 chunks: more than a wave of 2 blocks per
+ * SM, so the kernel's 3-block configuration). */
 START_TEST(test_cuda_stacked)
 {
 #ifdef LYNN_CUDA
 	if (!cuda_present("stacked kernel test"))
 		return;
-	const int64_t K = 1024, rows[2][3] = { { 96, 32, 64 }, { 48, 16, 32 } }, chunk[2] = { 32, 16 };
+	const int64_t K = 1024, rows[3][3] = { { 96, 32, 64 }, { 48, 16, 32 }, { 8192, 4096, 32 } };
+	const int64_t chunk[3] = { 32, 16, 32 };
 	const float alphas[3] = { 0.01f, 0.003f, 0.02f };
 	const int Ms[4] = { 1, 5, 12, 16 }, MM = 16;
-	for (int v = 0; v < 2; v++) {
+	for (int v = 0; v < 3; v++) {
 		int64_t N = rows[v][0] + rows[v][1] + rows[v][2], nc = N / chunk[v];
 		uint8_t *P = malloc(N * K / 2), *S = malloc(N * K / 16);
 		float *al = malloc(sizeof(float) * nc), *x = malloc(sizeof(float) * MM * K);
