@@ -23,6 +23,7 @@
 #include "lynn/fs.h"
 #include "lynn/ggml_quants.h"
 #include "lynn/model.h"
+#include "lynn/serve.h"
 #include "lynn/st.h"
 #include "testutil.h"
 
@@ -416,6 +417,163 @@ START_TEST(test_bad_files)
 }
 END_TEST
 
+/* ===== the model maker's sampling in the metadata ===== */
+
+/* Key-value pairs in GGUF's encoding (key length and bytes, value type,
+ * value), to put in front of a file's own. */
+struct kvs {
+	uint8_t b[1024];
+	size_t n;
+	uint64_t count;
+};
+
+static void kvs_put(struct kvs *w, const void *p, size_t n)
+{
+	ck_assert(w->n + n <= sizeof w->b);
+	memcpy(w->b + w->n, p, n);
+	w->n += n;
+}
+
+static void kvs_key(struct kvs *w, const char *key, uint32_t type)
+{
+	uint64_t l = strlen(key);
+	kvs_put(w, &l, 8);
+	kvs_put(w, key, l);
+	kvs_put(w, &type, 4);
+	w->count++;
+}
+
+static void kvs_f32(struct kvs *w, const char *key, float v) /* GGUF type 6 */
+{
+	kvs_key(w, key, 6);
+	kvs_put(w, &v, 4);
+}
+
+static void kvs_i32(struct kvs *w, const char *key, int32_t v) /* type 5 */
+{
+	kvs_key(w, key, 5);
+	kvs_put(w, &v, 4);
+}
+
+static void kvs_str(struct kvs *w, const char *key, const char *v) /* type 8 */
+{
+	uint64_t l = strlen(v);
+	kvs_key(w, key, 8);
+	kvs_put(w, &l, 8);
+	kvs_put(w, v, l);
+}
+
+/* The GGUF file orig (n bytes) with w's pairs before its own, at path. A
+ * string pair pads them to a multiple of 256 bytes, so the data section
+ * (aligned to the file's alignment, a power of two up to 256) moves by
+ * that much and the tensors' offsets in it still hold. */
+static void gguf_with(const char *orig, size_t n, struct kvs *w, const char *path)
+{
+	char pad[256];
+	size_t used = w->n + 8 + strlen("lynn.test.pad") + 4 + 8, np = (256 - used % 256) % 256;
+	memset(pad, 'x', np);
+	pad[np] = 0;
+	kvs_str(w, "lynn.test.pad", pad);
+	ck_assert_uint_eq(w->n % 256, 0);
+	uint8_t *out = malloc(n + w->n);
+	uint64_t nkv;
+	memcpy(&nkv, orig + 16, 8); /* magic, version, tensor count, kv count */
+	nkv += w->count;
+	memcpy(out, orig, 16);
+	memcpy(out + 16, &nkv, 8);
+	memcpy(out + 24, w->b, w->n);
+	memcpy(out + 24 + w->n, orig + 24, n - 24);
+	tu_write(path, out, n + w->n);
+	free(out);
+}
+
+/* general.sampling.* as llama.cpp's converter writes them from
+ * generation_config.json (GGUFWriter: top_k int32, the rest float32) become
+ * the config's gen_* fields and lynn serve's defaults; a file without them
+ * leaves OpenAI's. A key that is not a number, a top_k that is not a whole
+ * number >= 0, and a temperature serve would refuse: exit 2, naming the file
+ * and the key. */
+START_TEST(test_sampling_metadata)
+{
+	size_t n;
+	char *orig = tu_read(Q8, &n), *dir = tu_mkdtemp(), *path = NULL, *args = NULL;
+	ck_assert(orig);
+	struct kvs w = { .n = 0 };
+	kvs_f32(&w, "general.sampling.temp", 0.6f);
+	kvs_f32(&w, "general.sampling.top_p", 0.95f);
+	kvs_i32(&w, "general.sampling.top_k", 20);
+	kvs_f32(&w, "general.sampling.min_p", 0.0f);
+	ck_assert(asprintf(&path, "%s/sampling.gguf", dir) > 0);
+	gguf_with(orig, n, &w, path);
+	struct lynn_err err = { 0 };
+	struct lynn_model_opts o = { .n_threads = 2 };
+	const int32_t ids[3] = { 1, 2, 3 };
+	float *lg[2];
+	for (int f = 0; f < 2; f++) {
+		struct lynn_model *m = lynn_model_open(f ? Q8 : path, &o, &err);
+		ck_assert_msg(m, "%s", err.msg);
+		/* the same tensors where they were: the same logits */
+		struct lynn_seq *sq = lynn_seq_create(m, &err);
+		lg[f] = malloc(sizeof(float) * 3 * (size_t)lynn_model_n_vocab(m));
+		ck_assert_int_eq(lynn_model_prefill(m, sq, ids, 3, true, lg[f], &err), 0);
+		lynn_seq_free(sq);
+		const struct lynn_config *c = lynn_model_config(m);
+		struct lynn_sample_params p;
+		ck_assert_int_eq(lynn_server_sampling_defaults(c, path, &p, &err), 0);
+		if (!f) {
+			ck_assert(c->gen_temperature == (double)0.6f && c->gen_top_p == (double)0.95f &&
+				  c->gen_min_p == 0.0 && c->gen_top_k == 20);
+			ck_assert(p.temperature == 0.6f && p.top_p == 0.95f && p.top_k == 20 && p.min_p == 0.0f);
+		} else {
+			ck_assert(isnan(c->gen_temperature) && isnan(c->gen_top_p) && isnan(c->gen_min_p) &&
+				  c->gen_top_k == -1);
+			ck_assert(p.temperature == 1.0f && p.top_p == 1.0f && p.top_k == 0 && p.min_p == 0.0f);
+		}
+		if (f)
+			ck_assert(!memcmp(lg[0], lg[1], sizeof(float) * 3 * (size_t)lynn_model_n_vocab(m)));
+		lynn_model_close(m);
+	}
+	free(lg[0]);
+	free(lg[1]);
+	free(path);
+	static const struct { int kind; const char *want; } B[] = {
+		{ 0, "key 'general.sampling.temp' is not a number" },
+		{ 1, "key 'general.sampling.top_k' must be a whole number >= 0" },
+		{ 2, "key 'general.sampling.top_k' must be a whole number >= 0" },
+		{ 3, "'temperature' must be in [0, 2]" },
+	};
+	for (size_t i = 0; i < sizeof B / sizeof B[0]; i++) {
+		struct kvs b = { .n = 0 };
+		if (B[i].kind == 0)
+			kvs_str(&b, "general.sampling.temp", "0.7");
+		else if (B[i].kind == 1)
+			kvs_i32(&b, "general.sampling.top_k", -3);
+		else if (B[i].kind == 2)
+			kvs_f32(&b, "general.sampling.top_k", 2.5f);
+		else
+			kvs_f32(&b, "general.sampling.temp", 3.5f);
+		ck_assert(asprintf(&path, "%s/bad%zu.gguf", dir, i) > 0);
+		gguf_with(orig, n, &b, path);
+		/* the model's keys stop every command; the range is serve's check */
+		if (B[i].kind == 3)
+			ck_assert(asprintf(&args, "serve --model '%s' --port 0", path) > 0);
+		else
+			ck_assert(asprintf(&args, "logits --model '%s' --ids '1 2 3' --out '%s/o.safetensors'", path,
+					   dir) > 0);
+		struct tu_run r = tu_lynn(args, NULL, NULL);
+		ck_assert_msg(r.status == 2, "case %zu: exit %d: %s", i, r.status, r.err);
+		ck_assert_msg(strstr(r.err, B[i].want), "case %zu: %s", i, r.err);
+		ck_assert_msg(strstr(r.err, path), "case %zu names no file: %s", i, r.err);
+		tu_run_free(&r);
+		free(args);
+		free(path);
+	}
+	free(orig);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 /* ===== quant-verify with GGUF reference and variants ===== */
 
 static const char *jstr(const cJSON *o, const char *k)
@@ -507,6 +665,7 @@ Suite *ggufrun_suite(void)
 	tc = tcase_create("bad");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_bad_files);
+	tcase_add_test(tc, test_sampling_metadata);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("quant_verify");
 	tcase_set_timeout(tc, 180);

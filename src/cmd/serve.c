@@ -40,8 +40,9 @@ static const char usage[] =
 	"  --metrics               serve Prometheus counters at GET /metrics\n"
 	"  --drain-timeout S       seconds a drain waits for running requests (0 = no limit)\n"
 	"  --generation-config G   auto (default): a request's missing temperature, top_p,\n"
-	"                          top_k and min_p come from the model's generation_config.json,\n"
-	"                          as vLLM does; none: OpenAI's (temperature 1, top_p 1)\n"
+	"                          top_k and min_p come from the model's generation_config.json\n"
+	"                          (a .gguf: its general.sampling.* keys), as vLLM and\n"
+	"                          llama-server do; none: OpenAI's (temperature 1, top_p 1)\n"
 	"\n"
 	"exit: 0 drained, 2 bad arguments or model, 3 runtime failure\n";
 
@@ -161,19 +162,26 @@ int cmd_serve(int argc, char **argv)
 	/* the model maker's sampling, for what a request leaves out */
 	struct lynn_sample_params def;
 	const struct lynn_config *cfg = lynn_model_config(lynn_engine_model(eng));
-	char *gen_path = lynn_dir_exists(model) ? lynn_path_join(model, "generation_config.json") : strdup(model);
+	const bool folder = lynn_dir_exists(model);
+	char *gen_path = NULL; /* where the fields came from, for messages */
+	if (folder ? !(gen_path = lynn_path_join(model, "generation_config.json"))
+		   : asprintf(&gen_path, "%s (general.sampling.*)", model) < 0) {
+		lynn_engine_close(eng);
+		lynn_errf(&err, -LYNN_ENOMEM, "serve: out of memory");
+		return cmd_fail(&err);
+	}
 	int rc = lynn_server_sampling_defaults(gen_auto ? cfg : NULL, gen_path, &def, &err);
+	if (!rc && gen_auto && (!isnan(cfg->gen_temperature) || !isnan(cfg->gen_top_p) || !isnan(cfg->gen_min_p) ||
+				cfg->gen_top_k >= 0))
+		lynn_log_info("serve: sampling defaults from %s: temperature %g, top_p %g, top_k %d, min_p %g "
+			      "(a request's own fields win; --generation-config none: OpenAI's)", gen_path,
+			      def.temperature, def.top_p, def.top_k, def.min_p);
 	free(gen_path);
 	if (rc) {
 		lynn_engine_close(eng);
 		return cmd_fail(&err);
 	}
 	so.defaults = &def;
-	if (gen_auto && (!isnan(cfg->gen_temperature) || !isnan(cfg->gen_top_p) || !isnan(cfg->gen_min_p) ||
-			 cfg->gen_top_k >= 0))
-		lynn_log_info("serve: sampling defaults from generation_config.json: temperature %g, top_p %g, "
-			      "top_k %d, min_p %g (a request's own fields win; --generation-config none: "
-			      "OpenAI's)", def.temperature, def.top_p, def.top_k, def.min_p);
 	struct lynn_server *srv = lynn_server_start(eng, &so, &err);
 	if (!srv) {
 		lynn_engine_close(eng);

@@ -82,6 +82,40 @@ static int opt_id(struct gb *b, const char *key, int32_t *out)
 	return 0;
 }
 
+/* An optional number of the metadata, of a float or an integer type (as
+ * llama.cpp reads it): *out unchanged when absent. */
+static int opt_num(struct gb *b, const char *key, double *out)
+{
+	int64_t i;
+	int rc = lynn_gguf_get_float(b->m->gguf, key, false, out, NULL);
+	if (rc == -LYNN_EFORMAT && !(rc = lynn_gguf_get_int(b->m->gguf, key, false, &i, NULL)))
+		*out = (double)i;
+	if (rc)
+		return lynn_errf(b->err, rc, "model: '%s': key '%s' is not a number", b->path, key);
+	return 0;
+}
+
+/* The model maker's sampling, general.sampling.* (llama.cpp's converter
+ * copies generation_config.json's there and llama-server reads it): NAN /
+ * -1 when absent, as config.c leaves generation_config.json's. */
+static int load_sampling(struct gb *b)
+{
+	struct lynn_config *c = &b->m->cfg;
+	double top_k = NAN;
+	int rc;
+	c->gen_temperature = c->gen_top_p = c->gen_min_p = NAN;
+	if ((rc = opt_num(b, "general.sampling.temp", &c->gen_temperature)) ||
+	    (rc = opt_num(b, "general.sampling.top_p", &c->gen_top_p)) ||
+	    (rc = opt_num(b, "general.sampling.min_p", &c->gen_min_p)) ||
+	    (rc = opt_num(b, "general.sampling.top_k", &top_k)))
+		return rc;
+	if (!isnan(top_k) && (top_k != floor(top_k) || top_k < 0 || top_k > 1e9))
+		return lynn_errf(b->err, -LYNN_EFORMAT, "model: '%s': key 'general.sampling.top_k' must be a "
+				 "whole number >= 0", b->path);
+	c->gen_top_k = isnan(top_k) ? -1 : (int64_t)top_k;
+	return 0;
+}
+
 static int load_config(struct gb *b)
 {
 	struct lynn_config *c = &b->m->cfg;
@@ -160,10 +194,8 @@ static int load_config(struct gb *b)
 	c->vocab_size = (int)emb->ne[1];
 	c->tie_word_embeddings = !lynn_gguf_find_tensor(g, "output.weight");
 	c->bos_id = c->pad_id = -1;
-	c->gen_temperature = c->gen_top_p = c->gen_min_p = NAN; /* no generation_config */
-	c->gen_top_k = -1;
 	int32_t eos = -1, eot = -1;
-	if ((rc = opt_id(b, "tokenizer.ggml.eos_token_id", &eos)) ||
+	if ((rc = load_sampling(b)) || (rc = opt_id(b, "tokenizer.ggml.eos_token_id", &eos)) ||
 	    (rc = opt_id(b, "tokenizer.ggml.eot_token_id", &eot)) ||
 	    (rc = opt_id(b, "tokenizer.ggml.bos_token_id", &c->bos_id)) ||
 	    (rc = opt_id(b, "tokenizer.ggml.padding_token_id", &c->pad_id)))
