@@ -341,6 +341,24 @@ static uint8_t *tinfo(uint8_t *buf, size_t n, const char *name)
 	return p + 8 + l;
 }
 
+/* `lynn cmd` (logits or serve) on the broken file at path: exit 2, an error
+ * with `want` that names the file (case i of a table). */
+static void expect_refused(const char *cmd, const char *path, const char *dir, const char *want, size_t i)
+{
+	char *args = NULL;
+	if (!strcmp(cmd, "serve"))
+		ck_assert(asprintf(&args, "serve --model '%s' --port 0", path) > 0);
+	else
+		ck_assert(asprintf(&args, "logits --model '%s' --ids '1 2 3' --out '%s/o.safetensors'", path,
+				   dir) > 0);
+	struct tu_run r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 2, "case %zu: exit %d: %s", i, r.status, r.err);
+	ck_assert_msg(strstr(r.err, want), "case %zu: %s", i, r.err);
+	ck_assert_msg(strstr(r.err, path), "case %zu names no file: %s", i, r.err);
+	tu_run_free(&r);
+	free(args);
+}
+
 enum bad { ARCH, MISSING, SHAPE, TYPE_UNSUP, TYPE_UNKNOWN, LAYERS, TRUNC };
 
 START_TEST(test_bad_files)
@@ -397,17 +415,10 @@ START_TEST(test_bad_files)
 			len = n / 2;
 			break;
 		}
-		char *path = NULL, *args = NULL;
+		char *path = NULL;
 		ck_assert(asprintf(&path, "%s/bad%zu.gguf", dir, i) > 0);
 		tu_write(path, buf, len);
-		ck_assert(asprintf(&args, "logits --model '%s' --ids '1 2 3' --out '%s/o.safetensors'", path,
-				   dir) > 0);
-		struct tu_run r = tu_lynn(args, NULL, NULL);
-		ck_assert_msg(r.status == 2, "case %zu: exit %d: %s", i, r.status, r.err);
-		ck_assert_msg(strstr(r.err, B[i].want), "case %zu: %s", i, r.err);
-		ck_assert_msg(strstr(r.err, path), "case %zu names no file: %s", i, r.err);
-		tu_run_free(&r);
-		free(args);
+		expect_refused("logits", path, dir, B[i].want, i);
 		free(path);
 		free(buf);
 	}
@@ -496,7 +507,7 @@ static void gguf_with(const char *orig, size_t n, struct kvs *w, const char *pat
 START_TEST(test_sampling_metadata)
 {
 	size_t n;
-	char *orig = tu_read(Q8, &n), *dir = tu_mkdtemp(), *path = NULL, *args = NULL;
+	char *orig = tu_read(Q8, &n), *dir = tu_mkdtemp(), *path = NULL;
 	ck_assert(orig);
 	struct kvs w = { .n = 0 };
 	kvs_f32(&w, "general.sampling.temp", 0.6f);
@@ -555,17 +566,7 @@ START_TEST(test_sampling_metadata)
 		ck_assert(asprintf(&path, "%s/bad%zu.gguf", dir, i) > 0);
 		gguf_with(orig, n, &b, path);
 		/* the model's keys stop every command; the range is serve's check */
-		if (B[i].kind == 3)
-			ck_assert(asprintf(&args, "serve --model '%s' --port 0", path) > 0);
-		else
-			ck_assert(asprintf(&args, "logits --model '%s' --ids '1 2 3' --out '%s/o.safetensors'", path,
-					   dir) > 0);
-		struct tu_run r = tu_lynn(args, NULL, NULL);
-		ck_assert_msg(r.status == 2, "case %zu: exit %d: %s", i, r.status, r.err);
-		ck_assert_msg(strstr(r.err, B[i].want), "case %zu: %s", i, r.err);
-		ck_assert_msg(strstr(r.err, path), "case %zu names no file: %s", i, r.err);
-		tu_run_free(&r);
-		free(args);
+		expect_refused(B[i].kind == 3 ? "serve" : "logits", path, dir, B[i].want, i);
 		free(path);
 	}
 	free(orig);
