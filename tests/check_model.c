@@ -424,7 +424,24 @@ START_TEST(test_sampler)
 		}
 		lynn_sampler_free(a);
 	}
+	/* +inf logits share all the mass, with and without the cuts */
+	float inf_lg[5] = { 1.0f, INFINITY, 3.0f, INFINITY, NAN };
+	p.top_k = 0;
+	for (int c = 0; c < 3; c++) {
+		p.top_p = c == 1 ? 0.75f : 1.0f;
+		p.min_p = c == 2 ? 0.5f : 0.0f;
+		a = lynn_sampler_create(&p, 5, &err);
+		memset(hits, 0, sizeof hits);
+		for (int i = 0; i < 400; i++) {
+			int32_t id = lynn_sampler_sample(a, inf_lg);
+			ck_assert_msg(id == 1 || id == 3, "case %d: %d", c, id);
+			hits[id]++;
+		}
+		ck_assert_msg(hits[1] > 120 && hits[3] > 120, "case %d: %d, %d", c, hits[1], hits[3]);
+		lynn_sampler_free(a);
+	}
 	/* bad parameters */
+	p.top_p = 1.0f;
 	p.min_p = 1.5f;
 	ck_assert_ptr_null(lynn_sampler_create(&p, 6, &err));
 	ck_assert(strstr(err.msg, "min_p") != NULL);
@@ -539,6 +556,84 @@ START_TEST(test_sampler_large_vocab)
 		free(hits);
 		lynn_sampler_free(s);
 	}
+	free(ord);
+	free(lg);
+}
+END_TEST
+
+/* Without a top-k only the tokens that can survive top-p and min-p become
+ * candidates (draw_all in sample.c): on peaked logits (a dozen high, a
+ * long tail, -inf and NaN among them) every draw lies in the set a full
+ * sort gives and the likely tokens come at their renormalised
+ * probabilities, for a small nucleus, one cut by min-p and one deep into
+ * the tail; and on nearly flat logits, where nothing is cut early. */
+START_TEST(test_sampler_nucleus)
+{
+	enum { V = 50000, DRAWS = 20000 };
+	static const struct {
+		float top_p, min_p;
+		bool flat;
+	} cases[] = { { 0.9f, 0, false }, { 0.9f, 0.2f, false }, { 0.999f, 0, false }, { 0.5f, 0, true } };
+	struct lynn_err err = { 0 };
+	float *lg = malloc(V * sizeof *lg);
+	const float **ord = malloc(V * sizeof *ord);
+	double *mass = malloc(V * sizeof *mass);
+	int *hits = malloc(V * sizeof *hits);
+	const float T = 0.7f;
+	topk_key_t = T;
+	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+		uint64_t x = 99;
+		int nf = 0;
+		for (int i = 0; i < V; i++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			const float u = (float)((x >> 40) % 100000) / 100000.0f;
+			lg[i] = cases[ci].flat ? 0.5f * u : -6.0f + 8.0f * u;
+		}
+		for (int j = 0; j < 12 && !cases[ci].flat; j++)
+			lg[7 * j + 3] = 8.0f + 0.25f * (float)j;
+		lg[10] = -INFINITY;
+		lg[11] = NAN;
+		for (int i = 0; i < V; i++)
+			if (lg[i] > -INFINITY)
+				ord[nf++] = &lg[i];
+		qsort(ord, (size_t)nf, sizeof *ord, by_key_desc);
+		/* the reference: weights e^(x/T - max) in double, the prefix with
+		 * mass >= top_p (a hair more: the sampler sums floats), min-p */
+		double tot = 0.0, top = *ord[0] / T;
+		for (int i = 0; i < nf; i++)
+			tot += exp(*ord[i] / T - top);
+		memset(mass, 0, V * sizeof *mass);
+		double cum = 0.0, z = 0.0;
+		for (int i = 0; i < nf && cum < cases[ci].top_p * (1 + 1e-6) * tot; i++) {
+			const double wi = exp(*ord[i] / T - top);
+			cum += wi;
+			if (wi >= cases[ci].min_p)
+				mass[ord[i] - lg] = wi;
+			z += mass[ord[i] - lg];
+		}
+		struct lynn_sample_params p;
+		lynn_sample_params_init(&p);
+		p.temperature = T;
+		p.top_p = cases[ci].top_p;
+		p.min_p = cases[ci].min_p;
+		p.seed = 5;
+		struct lynn_sampler *s = lynn_sampler_create(&p, V, &err);
+		ck_assert_ptr_nonnull(s);
+		memset(hits, 0, V * sizeof *hits);
+		for (int d = 0; d < DRAWS; d++) {
+			int32_t id = lynn_sampler_sample(s, lg);
+			ck_assert_msg(id >= 0 && id < V && mass[id] > 0.0, "case %zu: draw %d outside the set", ci, id);
+			hits[id]++;
+		}
+		for (int i = 0; i < V; i++) { /* tokens expected 200 times or more */
+			const double e = mass[i] / z * DRAWS, sd = sqrt(e * (1 - mass[i] / z));
+			ck_assert_msg(e < 200 || fabs(hits[i] - e) < 5 * sd, "case %zu: id %d %d hits, %g expected", ci,
+				      i, hits[i], e);
+		}
+		lynn_sampler_free(s);
+	}
+	free(hits);
+	free(mass);
 	free(ord);
 	free(lg);
 }
@@ -1207,6 +1302,7 @@ Suite *model_suite(void)
 	tcase_add_test(tc, test_sampler);
 	tcase_add_test(tc, test_sample_greedy_edges);
 	tcase_add_test(tc, test_sampler_large_vocab);
+	tcase_add_test(tc, test_sampler_nucleus);
 	tcase_add_test(tc, test_sampler_top_candidates);
 	tcase_add_test(tc, test_forward_picks_args);
 	tcase_add_test(tc, test_lora_hook);

@@ -311,44 +311,49 @@ static int select_mass_buckets(struct lynn_sampler *s, struct cand *c, const flo
 	return front + select_mass(c + front, mid - front, need - above);
 }
 
-/* The draw over the n candidates in s->c (n >= 1, logit and logit /
- * temperature set): the weights, top-p, min-p, then the seeded draw.
- * Inlined into both callers: as a call, GCC 12 compiled its loops 6-15%
- * slower (bench_sample's temperature and top-p rows). */
-__attribute__((always_inline)) static inline int32_t draw(struct lynn_sampler *s, int n)
+/* The seeded draw over n >= 1 weights: the position where their running
+ * sum passes u times their sum. The weights' mass in blocks of 8 (the
+ * blocks' sums are independent, so only one add a block waits on the one
+ * before), then the block where the running sum passes, one by one. Past
+ * the end by rounding only: the last position of positive weight. */
+__attribute__((always_inline)) static inline int pick(struct lynn_sampler *s, const float *w, int n)
+{
+	double *bs = s->bs, sum = 0.0;
+	int nb = n / 8;
+	for (int b = 0; b < nb; b++) {
+		double t = 0.0;
+		for (int j = 0; j < 8; j++)
+			t += w[8 * b + j];
+		bs[b] = t;
+		sum += t;
+	}
+	for (int i = 8 * nb; i < n; i++)
+		sum += w[i];
+	double u = next_unit(s->st) * sum, acc = 0.0;
+	int i = 0;
+	for (int b = 0; b < nb && u >= acc + bs[b]; b++, i += 8)
+		acc += bs[b];
+	for (; i < n; i++) {
+		acc += w[i];
+		if (u < acc)
+			return i;
+	}
+	for (i = n - 1; i > 0 && !(w[i] > 0.0f); i--)
+		;
+	return i;
+}
+
+/* top-p, min-p and the seeded draw over the n candidates in s->c (n >= 1),
+ * whose weights c[i].p (the best 1) s->w holds too, in the same order;
+ * `sum` is the weight of every token top-p counts (the whole vocabulary's,
+ * or the top k's). Inlined into its callers: as a call, GCC 12 compiled
+ * their loops 6-15% slower (bench_sample's temperature and top-p rows). */
+__attribute__((always_inline)) static inline int32_t cut_draw(struct lynn_sampler *s, int n, double sum)
 {
 	const struct lynn_sample_params *p = &s->p;
 	struct cand *c = s->c;
-	float *w = s->w;
-	/* unnormalised probabilities exp(l - max), the best exactly 1; the
-	 * cuts below compare against their sum instead of dividing by it */
-	for (int i = 0; i < n; i++)
-		w[i] = c[i].l;
-	const float top = lynn_max_f32(w, n);
-	if (top == INFINITY) /* +inf logits share all the mass */
-		for (int i = 0; i < n; i++)
-			w[i] = w[i] == INFINITY;
-	else { /* blocks of 8 (a fixed trip count vectorises at -O2), then the rest */
-		int i = 0;
-		for (; i + 8 <= n; i += 8)
-			for (int j = 0; j < 8; j++)
-				w[i + j] = lynn_expf_neg(w[i + j] - top);
-		for (; i < n; i++)
-			w[i] = lynn_expf_neg(w[i] - top);
-	}
-	double part[8] = { 0 }, sum = 0.0; /* 8 running sums, added in a fixed order */
-	int i8 = 0;
-	for (; i8 + 8 <= n; i8 += 8)
-		for (int j = 0; j < 8; j++)
-			part[j] += w[i8 + j];
-	for (int j = 0; j < 8; j++)
-		sum += part[j];
-	for (; i8 < n; i8++)
-		sum += w[i8];
-	for (int i = 0; i < n; i++)
-		c[i].p = w[i];
 	if (p->top_p < 1.0f) { /* smallest prefix with mass >= top_p (at least one) */
-		n = n > 4 * (int)MASS_BUCKETS ? select_mass_buckets(s, c, w, n, p->top_p * sum)
+		n = n > 4 * (int)MASS_BUCKETS ? select_mass_buckets(s, c, s->w, n, p->top_p * sum)
 					      : select_mass(c, n, p->top_p * sum);
 	}
 	if (p->min_p > 0.0f) { /* drop p < min_p * p_max (p_max is 1 here) */
@@ -358,68 +363,118 @@ __attribute__((always_inline)) static inline int32_t draw(struct lynn_sampler *s
 				swap_cand(&c[i], &c[keep++]);
 		n = keep;
 	}
-	/* the draw: the survivors' mass in blocks of 8 (the blocks' sums are
-	 * independent, so only one add a block waits on the one before), then
-	 * the block where the running sum passes u, one by one */
-	double *bs = s->bs;
-	int nb = n / 8;
-	sum = 0.0;
-	for (int b = 0; b < nb; b++) {
-		double t = 0.0;
+	float *w = s->w;
+	for (int i = 0; i < n; i++)
+		w[i] = c[i].p;
+	return c[pick(s, w, n)].id;
+}
+
+/* The weights w[i] = e^(w[i] - max) of n values in place (the best exactly
+ * 1; +inf values share all the mass; -inf gives 0); returns their sum,
+ * taken in 8 running sums added in a fixed order. The cuts compare against
+ * the sum instead of dividing by it. */
+static double weights(float *w, int n)
+{
+	const float top = lynn_max_f32(w, n);
+	if (top == INFINITY) {
+		for (int i = 0; i < n; i++)
+			w[i] = w[i] == INFINITY;
+	} else { /* blocks of 8 (a fixed trip count vectorises at -O2), then the rest */
+		int i = 0;
+		for (; i + 8 <= n; i += 8)
+			for (int j = 0; j < 8; j++)
+				w[i + j] = lynn_expf_neg(w[i + j] - top);
+		for (; i < n; i++)
+			w[i] = lynn_expf_neg(w[i] - top);
+	}
+	double part[8] = { 0 }, sum = 0.0;
+	int i8 = 0;
+	for (; i8 + 8 <= n; i8 += 8)
 		for (int j = 0; j < 8; j++)
-			t += c[8 * b + j].p;
-		bs[b] = t;
-		sum += t;
-	}
-	for (int i = 8 * nb; i < n; i++)
-		sum += c[i].p;
-	double u = next_unit(s->st) * sum, acc = 0.0;
+			part[j] += w[i8 + j];
+	for (int j = 0; j < 8; j++)
+		sum += part[j];
+	for (; i8 < n; i8++)
+		sum += w[i8];
+	return sum;
+}
+
+/* The draw over the n candidates in s->c (n >= 1, logit and logit /
+ * temperature set): their weights, then cut_draw. */
+__attribute__((always_inline)) static inline int32_t draw(struct lynn_sampler *s, int n)
+{
+	struct cand *c = s->c;
+	float *w = s->w;
+	for (int i = 0; i < n; i++)
+		w[i] = c[i].l;
+	const double sum = weights(w, n);
+	for (int i = 0; i < n; i++)
+		c[i].p = w[i];
+	return cut_draw(s, n, sum);
+}
+
+/* The draw over the whole vocabulary (no top-k): the weights of all
+ * tokens in one flat array, then candidates only for the tokens that can
+ * survive the cuts: none below min-p, and none so light that all such
+ * tokens together hold less than the mass top-p leaves out (each under (1
+ * - top_p) * sum / n: such a tail is never reached by the prefix top-p
+ * keeps), nor of weight 0 (-inf and NaN logits among them). At a model's
+ * peaked logits that leaves a small part of 248,320 (bench_sample's: 17K
+ * at top-p 0.95). */
+__attribute__((always_inline)) static inline int32_t draw_all(struct lynn_sampler *s, const float *logits)
+{
+	const struct lynn_sample_params *p = &s->p;
+	const int n = s->n;
+	const float t = p->temperature;
+	float *w = s->w;
+	/* logit / temperature, -inf for the logits never drawn (-inf, NaN); in
+	 * blocks of 8 (a fixed trip count vectorises at -O2), then the rest */
 	int i = 0;
-	for (int b = 0; b < nb && u >= acc + bs[b]; b++, i += 8)
-		acc += bs[b];
-	for (; i < n; i++) {
-		acc += c[i].p;
-		if (u < acc)
-			return c[i].id;
-	}
-	return c[n - 1].id;
+	for (; i + 8 <= n; i += 8)
+		for (int j = 0; j < 8; j++)
+			w[i + j] = logits[i + j] > -INFINITY ? logits[i + j] / t : -INFINITY;
+	for (; i < n; i++)
+		w[i] = logits[i] > -INFINITY ? logits[i] / t : -INFINITY;
+	const double sum = weights(w, n);
+	if (!(sum > 0.0)) /* no finite logit */
+		return lynn_sample_greedy(logits, n);
+	if (p->top_p >= 1.0f && p->min_p <= 0.0f) /* no cuts: w is in the ids' order */
+		return pick(s, w, n);
+	double tail = p->top_p < 1.0f ? (1.0 - p->top_p) * sum / n : 0.0;
+	float cut = (float)tail;
+	if ((double)cut > tail) /* rounded up: the next float down keeps the bound */
+		cut = nextafterf(cut, 0.0f);
+	if (cut < p->min_p)
+		cut = p->min_p;
+	struct cand *c = s->c;
+	int m = 0; /* the candidates' weights go to w's front, behind i */
+	for (i = 0; i < n; i++)
+		if (w[i] >= cut) {
+			c[m] = (struct cand){ logits[i], logits[i] / t, w[i], i };
+			w[m++] = w[i];
+		}
+	if (m == 0) /* not reached: the best token weighs 1, above every cut */
+		return lynn_sample_greedy(logits, n);
+	return cut_draw(s, m, sum);
 }
 
 /* Selection, not a sort of the whole vocabulary: top-k keeps a heap of k
  * in one pass and then sorts those k (so that the draw sees them in one
- * order however they were found: lynn_sampler_sample_top), top-p buckets
- * the weights and partitions the crossing bucket by mass (linear time),
- * min-p is one pass, and the draw walks the survivors in the order
- * selection left them (the same on every machine). */
+ * order however they were found: lynn_sampler_sample_top); without a
+ * top-k only the tokens that can survive become candidates (draw_all);
+ * top-p buckets the weights and partitions the crossing bucket by mass
+ * (linear time), min-p is one pass, and the draw walks the survivors in
+ * the order selection left them (the same on every machine). */
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 {
 	const struct lynn_sample_params *p = &s->p;
 	if (p->temperature <= 0.0f)
 		return lynn_sample_greedy(logits, s->n);
+	if (p->top_k <= 0)
+		return draw_all(s, logits);
 	struct cand *c = s->c;
-	float *w = s->w;
-	int n = 0;
-	if (p->top_k > 0) {
-		n = heap_first(c, logits, s->n, p->top_k, p->temperature);
-		qsort(c, (size_t)n, sizeof *c, cmp_cand);
-	} else {
-		/* the divisions first, in blocks of 8 (a fixed trip count
-		 * vectorises at -O2), then the rest */
-		int i = 0;
-		for (; i + 8 <= s->n; i += 8)
-			for (int j = 0; j < 8; j++)
-				w[i + j] = logits[i + j] / p->temperature;
-		for (; i < s->n; i++)
-			w[i] = logits[i] / p->temperature;
-		for (int i = 0; i < s->n; i++) {
-			if (!(logits[i] > -INFINITY))
-				continue;
-			c[n].x = logits[i];
-			c[n].l = w[i];
-			c[n].id = i;
-			n++;
-		}
-	}
+	int n = heap_first(c, logits, s->n, p->top_k, p->temperature);
+	qsort(c, (size_t)n, sizeof *c, cmp_cand);
 	if (n == 0)
 		return lynn_sample_greedy(logits, s->n);
 	return draw(s, n);
