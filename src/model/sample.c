@@ -121,7 +121,13 @@ float lynn_max_f32(const float *v, int n)
 	return best;
 }
 
-double lynn_log_sum_exp(const float *v, int n)
+/* CLONES: an AVX2 copy of a loop over e^x (8 lanes where SSE has 4), picked
+ * at load time where the CPU has AVX2; without FMA (which C11 does not
+ * contract into anyway), so the same operations and the same bits as the
+ * default copy (bench_sample: log-sum-exp 410 -> 201 us). */
+#define CLONES __attribute__((target_clones("avx2", "default")))
+
+CLONES double lynn_log_sum_exp(const float *v, int n)
 {
 	const float mx = lynn_max_f32(v, n);
 	double part[8] = { 0 }, sum = 0.0;
@@ -373,7 +379,7 @@ __attribute__((always_inline)) static inline int32_t cut_draw(struct lynn_sample
  * 1; +inf values share all the mass; -inf gives 0); returns their sum,
  * taken in 8 running sums added in a fixed order. The cuts compare against
  * the sum instead of dividing by it. */
-static double weights(float *w, int n)
+CLONES static double weights(float *w, int n)
 {
 	const float top = lynn_max_f32(w, n);
 	if (top == INFINITY) {
