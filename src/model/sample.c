@@ -17,7 +17,7 @@ struct lynn_sampler {
 	int n;
 	uint64_t st[4];
 	struct cand *c;
-	float *w;   /* the candidates' weights, contiguous (the exp loop vectorises) */
+	float *w;   /* weights, contiguous (the exp loop vectorises): the vocabulary's (draw_all), then the candidates' */
 	double *bs; /* the draw's sums of 8 weights */
 	double *bmass; /* top-p: the weights' mass and count by bucket (MASS_BUCKETS) */
 	int *bcnt;
