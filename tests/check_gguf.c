@@ -14,49 +14,41 @@
 #include "lynn/gguf.h"
 #include "testutil.h"
 
-/* ===== a tiny GGUF writer for the tests ===== */
-
-static void put_u32(struct lynn_buf *b, uint32_t v) { lynn_buf_append(b, &v, 4); }
-static void put_u64(struct lynn_buf *b, uint64_t v) { lynn_buf_append(b, &v, 8); }
-static void put_str(struct lynn_buf *b, const char *s)
-{
-	put_u64(b, strlen(s));
-	lynn_buf_append(b, s, strlen(s));
-}
+/* ===== a tiny GGUF image for the tests ===== */
 
 /* header + 4 KVs + one F32 tensor [4, 2] at offset 0 */
 static void build(struct lynn_buf *b, uint64_t n_tensors)
 {
 	lynn_buf_append(b, "GGUF", 4);
-	put_u32(b, 3);
-	put_u64(b, n_tensors);
-	put_u64(b, 4);
-	put_str(b, "general.architecture");
-	put_u32(b, LYNN_GGUF_STRING);
-	put_str(b, "qwen35moe");
-	put_str(b, "n.layers");
-	put_u32(b, LYNN_GGUF_UINT32);
-	put_u32(b, 40);
-	put_str(b, "names");
-	put_u32(b, LYNN_GGUF_ARRAY);
-	put_u32(b, LYNN_GGUF_STRING);
-	put_u64(b, 3);
-	put_str(b, "a");
-	put_str(b, "");
-	put_str(b, "ccc");
-	put_str(b, "ints");
-	put_u32(b, LYNN_GGUF_ARRAY);
-	put_u32(b, LYNN_GGUF_INT32);
-	put_u64(b, 2);
-	put_u32(b, (uint32_t)-5);
-	put_u32(b, 7);
+	tu_put_u32(b, 3);
+	tu_put_u64(b, n_tensors);
+	tu_put_u64(b, 4);
+	tu_put_str(b, "general.architecture");
+	tu_put_u32(b, LYNN_GGUF_STRING);
+	tu_put_str(b, "qwen35moe");
+	tu_put_str(b, "n.layers");
+	tu_put_u32(b, LYNN_GGUF_UINT32);
+	tu_put_u32(b, 40);
+	tu_put_str(b, "names");
+	tu_put_u32(b, LYNN_GGUF_ARRAY);
+	tu_put_u32(b, LYNN_GGUF_STRING);
+	tu_put_u64(b, 3);
+	tu_put_str(b, "a");
+	tu_put_str(b, "");
+	tu_put_str(b, "ccc");
+	tu_put_str(b, "ints");
+	tu_put_u32(b, LYNN_GGUF_ARRAY);
+	tu_put_u32(b, LYNN_GGUF_INT32);
+	tu_put_u64(b, 2);
+	tu_put_u32(b, (uint32_t)-5);
+	tu_put_u32(b, 7);
 	for (uint64_t i = 0; i < n_tensors; i++) {
-		put_str(b, "w");
-		put_u32(b, 2);
-		put_u64(b, 4);
-		put_u64(b, 2);
-		put_u32(b, 0); /* F32 */
-		put_u64(b, 0);
+		tu_put_str(b, "w");
+		tu_put_u32(b, 2);
+		tu_put_u64(b, 4);
+		tu_put_u64(b, 2);
+		tu_put_u32(b, 0); /* F32 */
+		tu_put_u64(b, 0);
 	}
 	while (b->len % 32)
 		lynn_buf_putc(b, 0);
@@ -177,13 +169,13 @@ START_TEST(test_gguf_bad)
 		/* general.alignment that is not a power of two; a key given twice */
 		struct lynn_buf c = LYNN_BUF_INIT;
 		lynn_buf_append(&c, "GGUF", 4);
-		put_u32(&c, 3);
-		put_u64(&c, 0);
-		put_u64(&c, 2);
+		tu_put_u32(&c, 3);
+		tu_put_u64(&c, 0);
+		tu_put_u64(&c, 2);
 		for (int k = 0; k < 2; k++) {
-			put_str(&c, _i == B_ALIGN && k ? "general.alignment" : "x.n");
-			put_u32(&c, LYNN_GGUF_UINT32);
-			put_u32(&c, 24);
+			tu_put_str(&c, _i == B_ALIGN && k ? "general.alignment" : "x.n");
+			tu_put_u32(&c, LYNN_GGUF_UINT32);
+			tu_put_u32(&c, 24);
 		}
 		lynn_buf_release(&b);
 		b = c;

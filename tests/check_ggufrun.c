@@ -19,9 +19,11 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
+#include "lynn/buf.h"
 #include "lynn/engine.h"
 #include "lynn/fs.h"
 #include "lynn/ggml_quants.h"
+#include "lynn/gguf.h"
 #include "lynn/model.h"
 #include "lynn/serve.h"
 #include "lynn/st.h"
@@ -430,72 +432,60 @@ END_TEST
 
 /* ===== the model maker's sampling in the metadata ===== */
 
-/* Key-value pairs in GGUF's encoding (key length and bytes, value type,
- * value), to put in front of a file's own. */
+/* Key-value pairs in GGUF's encoding, to put in front of a file's own. */
 struct kvs {
-	uint8_t b[1024];
-	size_t n;
+	struct lynn_buf b;
 	uint64_t count;
 };
 
-static void kvs_put(struct kvs *w, const void *p, size_t n)
-{
-	ck_assert(w->n + n <= sizeof w->b);
-	memcpy(w->b + w->n, p, n);
-	w->n += n;
-}
-
 static void kvs_key(struct kvs *w, const char *key, uint32_t type)
 {
-	uint64_t l = strlen(key);
-	kvs_put(w, &l, 8);
-	kvs_put(w, key, l);
-	kvs_put(w, &type, 4);
+	tu_put_str(&w->b, key);
+	tu_put_u32(&w->b, type);
 	w->count++;
 }
 
-static void kvs_f32(struct kvs *w, const char *key, float v) /* GGUF type 6 */
+static void kvs_f32(struct kvs *w, const char *key, float v)
 {
-	kvs_key(w, key, 6);
-	kvs_put(w, &v, 4);
+	kvs_key(w, key, LYNN_GGUF_FLOAT32);
+	ck_assert_int_eq(lynn_buf_append(&w->b, &v, 4), 0);
 }
 
-static void kvs_i32(struct kvs *w, const char *key, int32_t v) /* type 5 */
+static void kvs_i32(struct kvs *w, const char *key, int32_t v)
 {
-	kvs_key(w, key, 5);
-	kvs_put(w, &v, 4);
+	kvs_key(w, key, LYNN_GGUF_INT32);
+	tu_put_u32(&w->b, (uint32_t)v);
 }
 
-static void kvs_str(struct kvs *w, const char *key, const char *v) /* type 8 */
+static void kvs_str(struct kvs *w, const char *key, const char *v)
 {
-	uint64_t l = strlen(v);
-	kvs_key(w, key, 8);
-	kvs_put(w, &l, 8);
-	kvs_put(w, v, l);
+	kvs_key(w, key, LYNN_GGUF_STRING);
+	tu_put_str(&w->b, v);
 }
 
-/* The GGUF file orig (n bytes) with w's pairs before its own, at path. A
- * string pair pads them to a multiple of 256 bytes, so the data section
- * (aligned to the file's alignment, a power of two up to 256) moves by
- * that much and the tensors' offsets in it still hold. */
+/* The GGUF file orig (n bytes) with w's pairs before its own, at path (w is
+ * released). A string pair pads them to a multiple of 256 bytes, so the
+ * data section (aligned to the file's alignment, a power of two up to 256)
+ * moves by that much and the tensors' offsets in it still hold. */
 static void gguf_with(const char *orig, size_t n, struct kvs *w, const char *path)
 {
 	char pad[256];
-	size_t used = w->n + 8 + strlen("lynn.test.pad") + 4 + 8, np = (256 - used % 256) % 256;
+	size_t used = w->b.len + 8 + strlen("lynn.test.pad") + 4 + 8, np = (256 - used % 256) % 256;
 	memset(pad, 'x', np);
 	pad[np] = 0;
 	kvs_str(w, "lynn.test.pad", pad);
-	ck_assert_uint_eq(w->n % 256, 0);
-	uint8_t *out = malloc(n + w->n);
+	ck_assert_uint_eq(w->b.len % 256, 0);
+	uint8_t *out = malloc(n + w->b.len);
 	uint64_t nkv;
 	memcpy(&nkv, orig + 16, 8); /* magic, version, tensor count, kv count */
 	nkv += w->count;
 	memcpy(out, orig, 16);
 	memcpy(out + 16, &nkv, 8);
-	memcpy(out + 24, w->b, w->n);
-	memcpy(out + 24 + w->n, orig + 24, n - 24);
-	tu_write(path, out, n + w->n);
+	memcpy(out + 24, w->b.data, w->b.len);
+	memcpy(out + 24 + w->b.len, orig + 24, n - 24);
+	tu_write(path, out, n + w->b.len);
 	free(out);
+	lynn_buf_release(&w->b);
 }
 
 /* general.sampling.* as llama.cpp's converter writes them from
@@ -509,7 +499,7 @@ START_TEST(test_sampling_metadata)
 	size_t n;
 	char *orig = tu_read(Q8, &n), *dir = tu_mkdtemp(), *path = NULL;
 	ck_assert(orig);
-	struct kvs w = { .n = 0 };
+	struct kvs w = { LYNN_BUF_INIT, 0 };
 	kvs_f32(&w, "general.sampling.temp", 0.6f);
 	kvs_f32(&w, "general.sampling.top_p", 0.95f);
 	kvs_i32(&w, "general.sampling.top_k", 20);
@@ -554,7 +544,7 @@ START_TEST(test_sampling_metadata)
 		{ 3, "'temperature' must be in [0, 2]" },
 	};
 	for (size_t i = 0; i < sizeof B / sizeof B[0]; i++) {
-		struct kvs b = { .n = 0 };
+		struct kvs b = { LYNN_BUF_INIT, 0 };
 		if (B[i].kind == 0)
 			kvs_str(&b, "general.sampling.temp", "0.7");
 		else if (B[i].kind == 1)

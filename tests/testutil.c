@@ -104,6 +104,22 @@ double tu_num(const cJSON *o, const char *k)
 	return v->valuedouble;
 }
 
+void tu_put_u32(struct lynn_buf *b, uint32_t v)
+{
+	ck_assert_int_eq(lynn_buf_append(b, &v, 4), 0);
+}
+
+void tu_put_u64(struct lynn_buf *b, uint64_t v)
+{
+	ck_assert_int_eq(lynn_buf_append(b, &v, 8), 0);
+}
+
+void tu_put_str(struct lynn_buf *b, const char *s)
+{
+	tu_put_u64(b, strlen(s));
+	ck_assert_int_eq(lynn_buf_append(b, s, strlen(s)), 0);
+}
+
 /* ===== scripted HTTP endpoints ===== */
 
 enum MHD_Result tu_http_reply(struct MHD_Connection *c, int status, const char *json)

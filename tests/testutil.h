@@ -7,6 +7,7 @@
 #define LYNN_TESTUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
@@ -24,6 +25,13 @@ void tu_write(const char *path, const void *data, size_t len);
 char *tu_read(const char *path, size_t *len);
 /* The number at key k of object o (asserts it is one). */
 double tu_num(const cJSON *o, const char *k);
+
+/* GGUF's encoding (little-endian; a string is its u64 length and bytes),
+ * appended to b: for tests that write GGUF images. */
+struct lynn_buf;
+void tu_put_u32(struct lynn_buf *b, uint32_t v);
+void tu_put_u64(struct lynn_buf *b, uint64_t v);
+void tu_put_str(struct lynn_buf *b, const char *s);
 
 struct tu_run {
 	int status;   /* exit status; 128+sig when killed by a signal */

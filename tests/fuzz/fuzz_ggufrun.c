@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
+#include "lynn/gguf.h"
 #include "lynn/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -31,8 +32,8 @@ static void put(uint8_t *b, size_t *n, const void *p, size_t len)
 	*n += len;
 }
 
-/* temp, top_p and min_p as float32, top_k as int32 (GGUF types 6 and 5),
- * then a string (type 8) that pads the five pairs to KVS bytes */
+/* temp, top_p and min_p as float32, top_k as int32, then a string that
+ * pads the five pairs to KVS bytes */
 static void sampling_kvs(uint8_t *b)
 {
 	static const char *const key[5] = { "general.sampling.temp", "general.sampling.top_p",
@@ -42,7 +43,7 @@ static void sampling_kvs(uint8_t *b)
 	size_t n = 0;
 	for (int i = 0; i < 5; i++) {
 		uint64_t l = strlen(key[i]);
-		uint32_t type = i < 3 ? 6 : i == 3 ? 5 : 8;
+		uint32_t type = i < 3 ? LYNN_GGUF_FLOAT32 : i == 3 ? LYNN_GGUF_INT32 : LYNN_GGUF_STRING;
 		put(b, &n, &l, 8);
 		put(b, &n, key[i], l);
 		put(b, &n, &type, 4);
