@@ -124,16 +124,18 @@ float lynn_max_f32(const float *v, int n)
 /* CLONES: an AVX2 copy of a loop over e^x (8 lanes where SSE has 4), picked
  * at load time where the CPU has AVX2; without FMA (which C11 does not
  * contract into anyway), so the same operations and the same bits as the
- * default copy (bench_sample: log-sum-exp 410 -> 201 us). */
+ * default copy (bench_sample: log-sum-exp 410 -> 201 us). On static
+ * functions only: clang 14 names an exported function's dispatcher
+ * "f.ifunc", which callers in other files do not link to. */
 #if defined(__x86_64__) || defined(__i386__)
 #define CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define CLONES
 #endif
 
-CLONES double lynn_log_sum_exp(const float *v, int n)
+/* sum of e^(v[i] - mx) */
+CLONES static double exp_sum(const float *v, int n, float mx)
 {
-	const float mx = lynn_max_f32(v, n);
 	double part[8] = { 0 }, sum = 0.0;
 	int i = 0;
 	for (; i + 8 <= n; i += 8) /* blocks of 8: a fixed trip count vectorises at -O2 */
@@ -143,7 +145,13 @@ CLONES double lynn_log_sum_exp(const float *v, int n)
 		sum += lynn_expf_neg(v[i] - mx);
 	for (int j = 0; j < 8; j++)
 		sum += part[j];
-	return (double)mx + log(sum);
+	return sum;
+}
+
+double lynn_log_sum_exp(const float *v, int n)
+{
+	const float mx = lynn_max_f32(v, n);
+	return (double)mx + log(exp_sum(v, n, mx));
 }
 
 /* Two passes: the maximum (lynn_max_f32), then its first index. NaNs never
