@@ -639,6 +639,181 @@ START_TEST(test_sampler_nucleus)
 }
 END_TEST
 
+/* The penalties on hand-built logits, by their definitions
+ * (transformers' RepetitionPenaltyLogitsProcessor: a seen token's x > 0
+ * divided by r, else times r; OpenAI's: x -= c * frequency + (c > 0) *
+ * presence over generated tokens only); a sampled draw is the unpenalized
+ * sampler's draw from the penalized logits, seed for seed; and what is
+ * refused. */
+START_TEST(test_sampler_penalties)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_sample_params p;
+	lynn_sample_params_init(&p);
+	ck_assert(p.repetition_penalty == 1.0f && !lynn_sample_edits_logits(&p));
+	p.repetition_penalty = 2.0f;
+	p.presence_penalty = 0.5f;
+	p.frequency_penalty = 0.25f;
+	ck_assert(lynn_sample_edits_logits(&p));
+	const float x[8] = { 1, 2, -1, 4, 0.5f, -3, -INFINITY, 5 };
+	struct lynn_sampler *s = lynn_sampler_create(&p, 8, &err);
+	ck_assert_ptr_nonnull(s);
+	const int32_t prompt[3] = { 1, 5, 1 }, out[4] = { 2, 3, 2, 6 };
+	ck_assert_int_eq(lynn_sampler_seen(s, prompt, 3, false, &err), 0);
+	ck_assert_int_eq(lynn_sampler_seen(s, out, 4, true, &err), 0);
+	float y[8];
+	lynn_sampler_penalize(s, x, y);
+	/* 1: prompt only (2 / 2); 5: prompt (-3 * 2); 2: twice (-1 * 2 - 2 *
+	 * 0.25 - 0.5); 3: once (4 / 2 - 0.25 - 0.5); 6: -inf stays; the rest as
+	 * they were */
+	const float want[8] = { 1, 1, -3, 1.25f, 0.5f, -6, -INFINITY, 5 };
+	for (int i = 0; i < 8; i++)
+		ck_assert_msg(y[i] == want[i], "token %d: %g vs %g", i, y[i], want[i]);
+	ck_assert_int_eq(lynn_sampler_sample(s, x), 7); /* greedy: 5 is untouched */
+	const int32_t more[3] = { 7, 7, 7 };
+	ck_assert_int_eq(lynn_sampler_seen(s, more, 3, true, &err), 0);
+	/* 7: 5 / 2 - 3 * 0.25 - 0.5 = 1.25, 3's value: the lower id wins */
+	ck_assert_int_eq(lynn_sampler_sample(s, x), 3);
+	lynn_sampler_free(s);
+	/* a sampled draw: the penalties, then the same draw as from the
+	 * penalized logits without them */
+	enum { V = 300 };
+	float *lg = malloc(V * sizeof *lg), *pen = malloc(V * sizeof *pen);
+	for (int i = 0; i < V; i++)
+		lg[i] = (float)((i * 37) % 101) / 17.0f - 3.0f;
+	p.temperature = 0.9f;
+	p.top_p = 0.9f;
+	p.top_k = 0;
+	struct lynn_sample_params q = p;
+	q.repetition_penalty = 1.0f;
+	q.presence_penalty = q.frequency_penalty = 0.0f;
+	for (uint64_t seed = 1; seed <= 20; seed++) {
+		p.seed = q.seed = seed;
+		struct lynn_sampler *a = lynn_sampler_create(&p, V, &err), *b = lynn_sampler_create(&q, V, &err);
+		ck_assert(a && b);
+		ck_assert_int_eq(lynn_sampler_seen(a, prompt, 3, false, &err), 0);
+		for (int t = 0; t < 30; t++) {
+			lynn_sampler_penalize(a, lg, pen);
+			const int32_t ta = lynn_sampler_sample(a, lg), tb = lynn_sampler_sample(b, pen);
+			ck_assert_int_eq(ta, tb);
+			ck_assert_int_eq(lynn_sampler_seen(a, &ta, 1, true, &err), 0);
+			ck_assert_int_eq(lynn_sampler_seen(b, &ta, 1, true, &err), 0); /* no penalties: nothing */
+		}
+		lynn_sampler_free(a);
+		lynn_sampler_free(b);
+	}
+	/* the device's top-k candidates cannot carry the penalties */
+	p.top_k = q.top_k = 5;
+	const float cx[1] = { 2 };
+	const int32_t cid[1] = { 1 };
+	struct lynn_sampler *a = lynn_sampler_create(&p, V, &err), *b = lynn_sampler_create(&q, V, &err);
+	ck_assert_int_eq(lynn_sampler_sample_top(a, cx, cid, 1), -1);
+	ck_assert_int_eq(lynn_sampler_sample_top(b, cx, cid, 1), 1);
+	lynn_sampler_free(a);
+	lynn_sampler_free(b);
+	q.top_k = 0;
+	free(lg);
+	free(pen);
+	/* a bias: added before the penalties; greedy sees it */
+	const int32_t bid[2] = { 0, 7 };
+	const float bv[2] = { 1.5f, -100.0f };
+	q.n_bias = 2;
+	q.bias_ids = bid;
+	q.bias = bv;
+	ck_assert(lynn_sample_edits_logits(&q));
+	s = lynn_sampler_create(&q, 8, &err);
+	ck_assert_ptr_nonnull(s);
+	lynn_sampler_penalize(s, x, y);
+	for (int i = 0; i < 8; i++)
+		ck_assert(y[i] == (i == 0 ? 2.5f : i == 7 ? -95.0f : x[i]));
+	ck_assert_int_eq(lynn_sampler_sample(s, x), 3);
+	lynn_sampler_free(s);
+	const int32_t bid_out[1] = { 8 };
+	q.n_bias = 1;
+	q.bias_ids = bid_out;
+	ck_assert_ptr_null(lynn_sampler_create(&q, 8, &err));
+	q.n_bias = 0;
+	/* refused: an id outside the vocabulary, a negative or NaN penalty */
+	s = lynn_sampler_create(&q, 8, &err);
+	const int32_t bad = 8;
+	ck_assert_int_eq(lynn_sampler_seen(s, &bad, 1, true, &err), -LYNN_EINVAL);
+	lynn_sampler_free(s);
+	q.repetition_penalty = -1.0f;
+	ck_assert_ptr_null(lynn_sampler_create(&q, 8, &err));
+	ck_assert_ptr_nonnull(strstr(err.msg, "repetition"));
+	q.repetition_penalty = 1.0f;
+	q.presence_penalty = NAN;
+	ck_assert_ptr_null(lynn_sampler_create(&q, 8, &err));
+}
+END_TEST
+
+/* The engine's greedy generation with penalties and a logit bias against
+ * transformers' generate (tests/tools/gen_penalty_fixtures.py: its
+ * repetition_penalty and sequence_bias, and OpenAI's presence and
+ * frequency penalties as a logits processor),
+ * on engine e; at least some of the cases differ from the unpenalized
+ * tokens, so the penalties are seen to act. */
+static void check_penalties_hf(struct lynn_engine *e)
+{
+	struct lynn_err err = { 0 };
+	cJSON *ref = lynn_json_load(FIXTURES "/ref_generate_penalties.json", 1 << 20, &err);
+	ck_assert_msg(ref != NULL, "%s", err.msg);
+	const cJSON *c;
+	int n = 0, differ = 0;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(ref, "cases")) {
+		const cJSON *pi = cJSON_GetObjectItem(c, "prompt_ids"), *g = cJSON_GetObjectItem(c, "generated_ids"), *v;
+		int np = cJSON_GetArraySize(pi), k = 0;
+		int32_t *ids = malloc((size_t)np * sizeof *ids);
+		cJSON_ArrayForEach(v, pi) ids[k++] = (int32_t)v->valuedouble;
+		struct lynn_gen_opts go = { .max_tokens = cJSON_GetArraySize(g), .ignore_eos = true };
+		lynn_sample_params_init(&go.sample);
+		go.sample.repetition_penalty = (float)tu_num(c, "repetition_penalty");
+		go.sample.presence_penalty = (float)tu_num(c, "presence_penalty");
+		go.sample.frequency_penalty = (float)tu_num(c, "frequency_penalty");
+		int32_t bias_ids[4];
+		float bias[4];
+		const cJSON *b;
+		cJSON_ArrayForEach(b, cJSON_GetObjectItem(c, "logit_bias")) {
+			ck_assert_int_lt(go.sample.n_bias, 4);
+			bias_ids[go.sample.n_bias] = (int32_t)cJSON_GetArrayItem(b, 0)->valuedouble;
+			bias[go.sample.n_bias++] = (float)cJSON_GetArrayItem(b, 1)->valuedouble;
+		}
+		go.sample.bias_ids = bias_ids;
+		go.sample.bias = bias;
+		struct lynn_gen_result r;
+		ck_assert_int_eq(lynn_engine_generate(e, ids, (size_t)np, &go, &r, &err), 0);
+		ck_assert_int_eq((int)r.ids.n, cJSON_GetArraySize(g));
+		k = 0;
+		cJSON_ArrayForEach(v, g) {
+			ck_assert_msg(r.ids.ids[k] == (int32_t)v->valuedouble,
+				      "%s (repetition %g, presence %g, frequency %g, %d biased): token %d: %d vs HF %d",
+				      cJSON_GetObjectItem(c, "name")->valuestring, go.sample.repetition_penalty,
+				      go.sample.presence_penalty, go.sample.frequency_penalty, go.sample.n_bias, k,
+				      r.ids.ids[k],
+				      (int)v->valuedouble);
+			k++;
+		}
+		differ += cJSON_IsTrue(cJSON_GetObjectItem(c, "differs_from_unpenalized"));
+		n++;
+		lynn_gen_result_release(&r);
+		free(ids);
+	}
+	ck_assert_int_eq(n, 24);
+	ck_assert_int_ge(differ, 18);
+	cJSON_Delete(ref);
+}
+
+START_TEST(test_penalties_match_hf)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_engine_opts eo = { .n_threads = 2, .device = LYNN_DEVICE_CPU };
+	struct lynn_engine *e = lynn_engine_open(models[_i], &eo, &err);
+	ck_assert_msg(e != NULL, "%s", err.msg);
+	check_penalties_hf(e);
+	lynn_engine_close(e);
+}
+END_TEST
+
 /* lynn_sampler_sample_top over the top-k candidates draws what
  * lynn_sampler_sample draws from the whole vocabulary, token for token,
  * for every setting (the device's sampled steps rely on it): candidates
@@ -1285,6 +1460,18 @@ START_TEST(test_cuda_engine_greedy)
 	lynn_engine_close(e);
 }
 END_TEST
+
+/* The same penalties on the CUDA runner (the logits come back; the host
+ * penalizes and picks). */
+START_TEST(test_cuda_penalties)
+{
+	struct lynn_engine *e = open_cuda_engine(models[_i]);
+	if (!e)
+		return;
+	check_penalties_hf(e);
+	lynn_engine_close(e);
+}
+END_TEST
 #endif
 
 Suite *model_suite(void)
@@ -1304,6 +1491,8 @@ Suite *model_suite(void)
 	tcase_add_test(tc, test_sampler_large_vocab);
 	tcase_add_test(tc, test_sampler_nucleus);
 	tcase_add_test(tc, test_sampler_top_candidates);
+	tcase_add_test(tc, test_sampler_penalties);
+	tcase_add_loop_test(tc, test_penalties_match_hf, 0, 4);
 	tcase_add_test(tc, test_forward_picks_args);
 	tcase_add_test(tc, test_lora_hook);
 	tcase_add_loop_test(tc, test_lora_matches_peft, 0, 2);
@@ -1319,6 +1508,7 @@ Suite *model_suite(void)
 	tcase_add_loop_test(tg, test_cuda_engine_greedy, 0, 4);
 	tcase_add_test(tg, test_cuda_topk_candidates);
 	tcase_add_loop_test(tg, test_cuda_engine_topk, 0, 4);
+	tcase_add_loop_test(tg, test_cuda_penalties, 0, 4);
 #endif
 	suite_add_tcase(s, tg);
 	return s;

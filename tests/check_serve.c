@@ -141,9 +141,10 @@ static const char *str_at(const cJSON *o, const char *path)
 	return cJSON_IsString(o) ? o->valuestring : NULL;
 }
 
-/* What the engine generates, greedily, from `prompt` as raw text (special
- * tokens left out, as the server does by default). */
-static char *engine_text_opt(const char *prompt, int max_tokens, const char *stop, bool skip_special)
+/* What the engine generates from `prompt` as raw text (special tokens left
+ * out, as the server does by default), greedily or with sp's sampling. */
+static char *engine_text_sp(const char *prompt, int max_tokens, const char *stop, bool skip_special,
+			    const struct lynn_sample_params *sp)
 {
 	struct lynn_err err = { 0 };
 	struct lynn_tok_ids ids = { 0 };
@@ -151,6 +152,8 @@ static char *engine_text_opt(const char *prompt, int max_tokens, const char *sto
 	struct lynn_gen_opts go = { .max_tokens = max_tokens, .skip_special = skip_special };
 	const char *stops[1] = { stop };
 	lynn_sample_params_init(&go.sample);
+	if (sp)
+		go.sample = *sp;
 	go.stop = stops;
 	go.n_stop = stop ? 1 : 0;
 	ck_assert_int_eq(lynn_engine_encode_text(eng, prompt, &ids, &err), 0);
@@ -159,6 +162,11 @@ static char *engine_text_opt(const char *prompt, int max_tokens, const char *sto
 	lynn_tok_ids_release(&ids);
 	lynn_gen_result_release(&r);
 	return t;
+}
+
+static char *engine_text_opt(const char *prompt, int max_tokens, const char *stop, bool skip_special)
+{
+	return engine_text_sp(prompt, max_tokens, stop, skip_special, NULL);
 }
 
 static char *engine_text(const char *prompt, int max_tokens, const char *stop)
@@ -310,6 +318,86 @@ START_TEST(test_served_equals_engine)
 	ck_assert_ptr_nonnull(strstr(m.body.data, "\nlynn_requests_succeeded_total 20\n"));
 	ck_assert_ptr_nonnull(strstr(m.body.data, "\nlynn_requests_processing 0\n"));
 	lynn_buf_release(&m.body);
+	stop();
+}
+END_TEST
+
+/* presence_penalty, frequency_penalty, repetition_penalty (vLLM's) and
+ * logit_bias give the engine's text with those sampling settings (the
+ * sampler's are checked against transformers in check_model), alone and
+ * batched with requests without them, greedy and sampled, and as n = 2
+ * choices; and they change the text. */
+START_TEST(test_penalties)
+{
+	static const struct {
+		const char *fields;
+		float t, rep, pres, freq, bias300;
+	} set[] = {
+		{ "\"repetition_penalty\":1.3", 0, 1.3f, 0, 0, 0 },
+		{ "\"presence_penalty\":1.5,\"frequency_penalty\":0.5", 0, 1, 1.5f, 0.5f, 0 },
+		{ "\"temperature\":0.8,\"seed\":7,\"presence_penalty\":-1,\"repetition_penalty\":0.8", 0.8f, 0.8f,
+		  -1, 0, 0 },
+		{ "\"logit_bias\":{\"300\":8.5},\"presence_penalty\":1", 0, 1, 1, 0, 8.5f },
+	};
+	const int32_t id300 = 300;
+	const int ns = (int)(sizeof set / sizeof *set);
+	start(4, 8, 4096, NULL, false);
+	struct job jobs[2 * 4] = { 0 };
+	char *want[4];
+	int changed = 0;
+	for (int i = 0; i < ns; i++) {
+		struct lynn_sample_params sp;
+		lynn_sample_params_init(&sp);
+		sp.temperature = set[i].t;
+		sp.seed = 7;
+		char *plain = engine_text_sp(prompts[2], 32, NULL, true, &sp);
+		sp.repetition_penalty = set[i].rep;
+		sp.presence_penalty = set[i].pres;
+		sp.frequency_penalty = set[i].freq;
+		sp.n_bias = set[i].bias300 != 0;
+		sp.bias_ids = &id300;
+		sp.bias = &set[i].bias300;
+		want[i] = engine_text_sp(prompts[2], 32, NULL, true, &sp);
+		changed += strcmp(plain, want[i]) != 0;
+		free(plain);
+		char *b = completion_body(prompts[2], 32, set[i].fields);
+		struct http h = call("/v1/completions", b, NULL, 0);
+		cJSON *j = ok_json(&h);
+		ck_assert_msg(!strcmp(str_at(j, "choices.0.text"), want[i]), "set %d: '%s' vs '%s'", i,
+			      str_at(j, "choices.0.text"), want[i]);
+		cJSON_Delete(j);
+		lynn_buf_release(&h.body);
+		/* again, each beside a greedy request without penalties */
+		jobs[2 * i].path = jobs[2 * i + 1].path = "/v1/completions";
+		jobs[2 * i].body = b;
+		jobs[2 * i + 1].body = completion_body(prompts[2], 32, NULL);
+	}
+	ck_assert_int_eq(changed, ns); /* each set changes this prompt's text */
+	for (int i = 0; i < 2 * ns; i++)
+		ck_assert_int_eq(pthread_create(&jobs[i].th, NULL, job_run, &jobs[i]), 0);
+	for (int i = 0; i < 2 * ns; i++) {
+		pthread_join(jobs[i].th, NULL);
+		cJSON *j = ok_json(&jobs[i].h);
+		if (i % 2 == 0)
+			ck_assert_msg(!strcmp(str_at(j, "choices.0.text"), want[i / 2]), "set %d batched", i / 2);
+		cJSON_Delete(j);
+		lynn_buf_release(&jobs[i].h.body);
+		free(jobs[i].body);
+	}
+	/* two choices (the second a clone of the request, bias and all) */
+	char *b = completion_body(prompts[2], 32, "\"n\":2,\"logit_bias\":{\"300\":8.5},\"presence_penalty\":1");
+	struct http h = call("/v1/completions", b, NULL, 0);
+	cJSON *j = ok_json(&h);
+	for (int c = 0; c < 2; c++) {
+		char path[32];
+		snprintf(path, sizeof path, "choices.%d.text", c);
+		ck_assert_str_eq(str_at(j, path), want[ns - 1]);
+	}
+	cJSON_Delete(j);
+	lynn_buf_release(&h.body);
+	free(b);
+	for (int i = 0; i < ns; i++)
+		free(want[i]);
 	stop();
 }
 END_TEST
@@ -478,7 +566,8 @@ START_TEST(test_generation_config_defaults)
 		for (int i = 0; i < 3; i++)
 			free(text[g][i]);
 	/* the file's values are checked as a request's would be */
-	struct lynn_config c = { .gen_temperature = NAN, .gen_top_p = 0, .gen_min_p = NAN, .gen_top_k = -1 };
+	struct lynn_config c = { .gen_temperature = NAN, .gen_top_p = 0, .gen_min_p = NAN,
+				 .gen_repetition_penalty = NAN, .gen_top_k = -1 };
 	struct lynn_sample_params p;
 	struct lynn_err e = { 0 };
 	ck_assert_int_eq(lynn_server_sampling_defaults(&c, "x/generation_config.json", &p, &e), -LYNN_EFORMAT);
@@ -492,9 +581,14 @@ START_TEST(test_generation_config_defaults)
 	ck_assert_int_eq(lynn_server_sampling_defaults(&c, "x", &p, &e), -LYNN_EFORMAT);
 	ck_assert_ptr_nonnull(strstr(e.msg, "'min_p'"));
 	c.gen_min_p = 0.05;
+	c.gen_repetition_penalty = 0;
+	ck_assert_int_eq(lynn_server_sampling_defaults(&c, "x", &p, &e), -LYNN_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(e.msg, "'repetition_penalty'"));
+	c.gen_repetition_penalty = 1.05;
 	c.gen_top_k = 40;
 	ck_assert_int_eq(lynn_server_sampling_defaults(&c, "x", &p, &e), 0);
-	ck_assert(p.temperature == 1.0f && p.top_p == 1.0f && p.top_k == 40 && p.min_p == 0.05f);
+	ck_assert(p.temperature == 1.0f && p.top_p == 1.0f && p.top_k == 40 && p.min_p == 0.05f &&
+		  p.repetition_penalty == 1.05f && p.presence_penalty == 0 && p.frequency_penalty == 0);
 }
 END_TEST
 
@@ -624,6 +718,25 @@ static const struct {
 	{ "/v1/completions", "{\"prompt\":[1,2,99999999]}", KEY, 400, "invalid_request_error", "prompt" },
 	{ "/v1/completions", "{\"prompt\":7}", KEY, 400, "invalid_request_error", "prompt" },
 	{ "/v1/completions", "{\"prompt\":\"x\",\"echo\":true}", KEY, 400, "invalid_request_error", "echo" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"presence_penalty\":2.5}", KEY, 400, "invalid_request_error",
+	  "presence_penalty" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"frequency_penalty\":\"1\"}", KEY, 400, "invalid_request_error",
+	  "frequency_penalty" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"repetition_penalty\":0}", KEY, 400, "invalid_request_error",
+	  "repetition_penalty" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"repetition_penalty\":-1}", KEY, 400, "invalid_request_error",
+	  "repetition_penalty" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"logit_bias\":[1]}", KEY, 400, "invalid_request_error", "logit_bias" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"logit_bias\":{\"x\":1}}", KEY, 400, "invalid_request_error",
+	  "logit_bias" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"logit_bias\":{\"5\":101}}", KEY, 400, "invalid_request_error",
+	  "logit_bias" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"logit_bias\":{\"5\":1,\"05\":2}}", KEY, 400,
+	  "invalid_request_error", "logit_bias" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"logit_bias\":{\"99999999\":1}}", KEY, 400,
+	  "invalid_request_error", "logit_bias" },
+	{ "/v1/completions", "{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}", KEY, 400, "invalid_request_error",
+	  "logit_bias" },
 	{ "/v1/completions", "{\"prompt\":\"x\"}", NULL, 401, "authentication_error", NULL },
 	{ "/v1/completions", "{\"prompt\":\"x\"}", "wrong", 401, "authentication_error", NULL },
 	{ "/v1/models", NULL, "test-key-QwErTyX", 401, "authentication_error", NULL },
@@ -1182,16 +1295,28 @@ START_TEST(test_openai_client)
 	char cmd[512];
 	start(2, 4, 4096, KEY, false);
 	char *want = engine_text("The sky is", 6, NULL);
+	struct lynn_sample_params sp;
+	lynn_sample_params_init(&sp);
+	const int32_t bid = 300;
+	const float bv = 8.5f;
+	sp.presence_penalty = 1;
+	sp.n_bias = 1;
+	sp.bias_ids = &bid;
+	sp.bias = &bv;
+	char *want_pen = engine_text_sp("The sky is", 6, NULL, true, &sp);
+	ck_assert_str_ne(want_pen, want);
 	snprintf(cmd, sizeof cmd, "cd tests/node && node serve_openai.mjs http://127.0.0.1:%d/v1 '%s' tiny", port, KEY);
 	struct tu_run r = tu_sh(cmd, NULL);
 	ck_assert_msg(r.status == 0, "serve_openai.mjs: exit %d\n%s\n%s", r.status, r.out, r.err);
 	cJSON *j = cJSON_Parse(r.out);
 	ck_assert_ptr_nonnull(j);
 	ck_assert_str_eq(str_at(j, "completion"), want);
+	ck_assert_str_eq(str_at(j, "penalized"), want_pen);
 	ck_assert(!strstr(r.out, "QwErTy") && !strstr(r.err, "QwErTy"));
 	cJSON_Delete(j);
 	tu_run_free(&r);
 	free(want);
+	free(want_pen);
 	stop();
 }
 END_TEST
@@ -1329,6 +1454,7 @@ Suite *serve_suite(void)
 	tcase_add_test(h, test_chat_equals_engine);
 	tcase_add_test(h, test_stop_strings);
 	tcase_add_test(h, test_n_choices);
+	tcase_add_test(h, test_penalties);
 	tcase_add_test(h, test_generation_config_defaults);
 	tcase_add_test(h, test_errors);
 	tcase_add_test(h, test_queue_and_cancel);

@@ -41,8 +41,10 @@ struct lynn_config {
 	int n_eos;
 	int32_t bos_id, pad_id;                     /* -1 when absent */
 	/* generation_config.json's sampling fields (the model maker's
-	 * recommendation; lynn serve's defaults): NAN / -1 when absent or null */
-	double gen_temperature, gen_top_p, gen_min_p;
+	 * recommendation; lynn serve's defaults): NAN / -1 when absent or null
+	 * (a .gguf's general.sampling.*: no repetition penalty, whose
+	 * penalty_repeat llama.cpp applies over a window of the last tokens) */
+	double gen_temperature, gen_top_p, gen_min_p, gen_repetition_penalty;
 	int64_t gen_top_k;
 	char torch_dtype[16];                       /* "bfloat16", "float32", ... */
 	char quant_method[32];                      /* quantization_config.quant_method or "" */

@@ -1,9 +1,10 @@
 /*
- * sample.h - choosing the next token from logits: greedy, or temperature,
- * top-k, top-p and min-p (applied in that order, as transformers' generate
- * chains its logits warpers), then a draw from a seeded PRNG
- * (xoshiro256**, seeded through splitmix64): the same seed, logits and
- * settings give the same tokens on every machine.
+ * sample.h - choosing the next token from logits: a logit bias, the
+ * penalties on tokens seen before (repetition, then frequency and
+ * presence; all three after the bias, as vLLM applies them), then greedy, or temperature, top-k, top-p and min-p (applied in
+ * that order, as transformers' generate chains its logits warpers), then a
+ * draw from a seeded PRNG (xoshiro256**, seeded through splitmix64): the
+ * same seed, logits and settings give the same tokens on every machine.
  */
 #ifndef LYNN_SAMPLE_H
 #define LYNN_SAMPLE_H
@@ -20,21 +21,54 @@ struct lynn_sample_params {
 	float top_p;        /* >= 1: off */
 	float min_p;        /* 0: off */
 	uint64_t seed;
+	/* On the logits before everything else. A token of the prompt or
+	 * generated before: x > 0 becomes x / r, otherwise x * r
+	 * (transformers' RepetitionPenaltyLogitsProcessor, vLLM's
+	 * repetition_penalty); 0 and 1: off. */
+	float repetition_penalty;
+	/* OpenAI's: x -= c * frequency + (c > 0) * presence, c the times the
+	 * token was generated (the prompt does not count); 0: off. */
+	float presence_penalty;
+	float frequency_penalty;
+	/* OpenAI's logit_bias: bias[i] added to token bias_ids[i]'s logit,
+	 * before the penalties (a repeated id: the sum); n_bias pairs, of
+	 * which the sampler keeps a copy */
+	const int32_t *bias_ids;
+	const float *bias;
+	int n_bias;
 };
 
-/* Defaults: greedy, top_k 0, top_p 1, min_p 0, seed 0. */
+/* Defaults: greedy, top_k 0, top_p 1, min_p 0, seed 0, no penalties, no
+ * bias. */
 void lynn_sample_params_init(struct lynn_sample_params *p);
 
 struct lynn_sampler;
 
+/* Whether p changes logits before the choice (a penalty or a bias): the
+ * sampler then needs the logits of the whole vocabulary, and for the
+ * penalties what came before (lynn_sampler_seen). */
+bool lynn_sample_edits_logits(const struct lynn_sample_params *p);
+
 /* Checks the parameters (-LYNN_EINVAL naming the bad one: top_p in (0,1],
- * min_p in [0,1), top_k >= 0). Caller frees with lynn_sampler_free. */
+ * min_p in [0,1), top_k >= 0, repetition_penalty >= 0, the penalties
+ * finite, bias ids in the vocabulary, biases finite). Caller
+ * frees with lynn_sampler_free. */
 struct lynn_sampler *lynn_sampler_create(const struct lynn_sample_params *p, int n_vocab,
 					 struct lynn_err *err);
 void lynn_sampler_free(struct lynn_sampler *s);
-/* The next token for `logits` (n_vocab floats, not modified); -inf and NaN
- * logits are never drawn. Selection, not a sort of the whole vocabulary. */
+/* Tokens the penalties count: the prompt's (generated = false: the
+ * repetition penalty only), then each token drawn (generated = true: all
+ * three). Nothing without penalties. -LYNN_EINVAL for an id outside the
+ * vocabulary. */
+int lynn_sampler_seen(struct lynn_sampler *s, const int32_t *ids, size_t n, bool generated,
+		      struct lynn_err *err);
+/* The next token for `logits` (n_vocab floats, not modified; the bias
+ * and the penalties apply to a copy); -inf and NaN logits are never drawn.
+ * Selection, not a sort of the whole vocabulary. */
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits);
+/* The logits with the bias and the penalties applied (what
+ * lynn_sampler_sample draws from), n_vocab floats into out. */
+void lynn_sampler_penalize(const struct lynn_sampler *s, const float *logits, float *out);
 /* The next token from the top-k candidates alone, as lynn_sampler_sample
  * would draw it from the whole vocabulary's logits (the same token and the
  * same generator state): x[i] and ids[i] are the n = min(top_k, finite
@@ -42,7 +76,7 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits);
  * id first on ties; -inf and NaN never among them) - what a device
  * computes so that the logits need not come back. -1 when the sampler is
  * not a top-k one or the candidates are not in that order (n < 1,
- * n > top_k). */
+ * n > top_k) or edits the logits (lynn_sample_edits_logits). */
 int32_t lynn_sampler_sample_top(struct lynn_sampler *s, const float *x, const int32_t *ids, int n);
 /* argmax (lowest index on ties). */
 int32_t lynn_sample_greedy(const float *logits, int n);

@@ -20,7 +20,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: lynn generate --model PATH (--prompt TEXT | --messages FILE | --ids \"1 2 3\")\n"
 		"                     [--max-tokens N] [--temperature T] [--top-p P] [--top-k K]\n"
-		"                     [--min-p M] [--seed S] [--think] [--raw] [--print-ids]\n"
+		"                     [--min-p M] [--seed S] [--repetition-penalty R]\n"
+		"                     [--presence-penalty P] [--frequency-penalty F]\n"
+		"                     [--think] [--raw] [--print-ids]\n"
 		"                     [--adapter DIR] [--threads N] [--device D] [-q|-v]\n\n"
 		"Generate from a prompt and stream it to stdout; stats (prompt tokens, time to\n"
 		"first token, decode tokens/s) go to stderr. Stops at max-tokens or an eos id\n"
@@ -33,6 +35,11 @@ static void usage(FILE *f)
 		"  --max-tokens N     default 256\n"
 		"  --temperature T    0 (default) = greedy\n"
 		"  --top-k K, --top-p P, --min-p M, --seed S   sampling (seed default 0)\n"
+		"  --repetition-penalty R   > 0, 1 = off: a logit of a token of the prompt or\n"
+		"                     the output so far is divided by R if > 0, else times R\n"
+		"                     (transformers', vLLM's)\n"
+		"  --presence-penalty P, --frequency-penalty F   -2..2, 0 = off: OpenAI's; a\n"
+		"                     generated token's logit loses P once and F per time\n"
 		"  --think            enable_thinking=true in the chat template\n"
 		"  --raw              no chat template\n"
 		"  --adapter DIR      apply a PEFT LoRA adapter (unmerged)\n"
@@ -40,10 +47,10 @@ static void usage(FILE *f)
 		"  --device D         cpu, cuda or auto (default auto: the GPU when there is one)\n");
 }
 
-static int parse_float(const char *opt, const char *s, float *out)
+static int parse_float(const char *opt, const char *s, double lo, double hi, float *out)
 {
 	double v;
-	if (cmd_opt_double("generate", opt, s, -HUGE_VAL, HUGE_VAL, &v))
+	if (cmd_opt_double("generate", opt, s, lo, hi, &v))
 		return 2;
 	*out = (float)v;
 	return 0;
@@ -77,6 +84,9 @@ int cmd_generate(int argc, char **argv)
 		{ "top-k", required_argument, NULL, 'K' },
 		{ "min-p", required_argument, NULL, 'N' },
 		{ "seed", required_argument, NULL, 's' },
+		{ "repetition-penalty", required_argument, NULL, 'R' },
+		{ "presence-penalty", required_argument, NULL, 'E' },
+		{ "frequency-penalty", required_argument, NULL, 'F' },
 		{ "think", no_argument, NULL, 'k' },
 		{ "raw", no_argument, NULL, 'r' },
 		{ "print-ids", no_argument, NULL, 'I' },
@@ -114,11 +124,11 @@ int cmd_generate(int argc, char **argv)
 				return 2;
 			break;
 		case 'T':
-			if (parse_float("--temperature", optarg, &sp.temperature))
+			if (parse_float("--temperature", optarg, -HUGE_VAL, HUGE_VAL, &sp.temperature))
 				return 2;
 			break;
 		case 'P':
-			if (parse_float("--top-p", optarg, &sp.top_p))
+			if (parse_float("--top-p", optarg, -HUGE_VAL, HUGE_VAL, &sp.top_p))
 				return 2;
 			break;
 		case 'K':
@@ -127,7 +137,7 @@ int cmd_generate(int argc, char **argv)
 			sp.top_k = (int)v;
 			break;
 		case 'N':
-			if (parse_float("--min-p", optarg, &sp.min_p))
+			if (parse_float("--min-p", optarg, -HUGE_VAL, HUGE_VAL, &sp.min_p))
 				return 2;
 			break;
 		case 's': {
@@ -139,6 +149,20 @@ int cmd_generate(int argc, char **argv)
 			sp.seed = sv;
 			break;
 		}
+		case 'R':
+			if (parse_float("--repetition-penalty", optarg, 0, HUGE_VAL, &sp.repetition_penalty))
+				return 2;
+			if (!(sp.repetition_penalty > 0))
+				return cmd_usage_error("generate", "--repetition-penalty: '%s' is not > 0", optarg);
+			break;
+		case 'E':
+			if (parse_float("--presence-penalty", optarg, -2, 2, &sp.presence_penalty))
+				return 2;
+			break;
+		case 'F':
+			if (parse_float("--frequency-penalty", optarg, -2, 2, &sp.frequency_penalty))
+				return 2;
+			break;
 		case 'k': think = true; break;
 		case 'r': raw = true; break;
 		case 'I': print_ids = true; break;

@@ -172,10 +172,11 @@ int cmd_serve(int argc, char **argv)
 	}
 	int rc = lynn_server_sampling_defaults(gen_auto ? cfg : NULL, gen_path, &def, &err);
 	if (!rc && gen_auto && (!isnan(cfg->gen_temperature) || !isnan(cfg->gen_top_p) || !isnan(cfg->gen_min_p) ||
-				cfg->gen_top_k >= 0))
-		lynn_log_info("serve: sampling defaults from %s: temperature %g, top_p %g, top_k %d, min_p %g "
-			      "(a request's own fields win; --generation-config none: OpenAI's)", gen_path,
-			      def.temperature, def.top_p, def.top_k, def.min_p);
+				!isnan(cfg->gen_repetition_penalty) || cfg->gen_top_k >= 0))
+		lynn_log_info("serve: sampling defaults from %s: temperature %g, top_p %g, top_k %d, min_p %g, "
+			      "repetition_penalty %g (a request's own fields win; --generation-config none: "
+			      "OpenAI's)", gen_path, def.temperature, def.top_p, def.top_k, def.min_p,
+			      def.repetition_penalty);
 	free(gen_path);
 	if (rc) {
 		lynn_engine_close(eng);

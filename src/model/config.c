@@ -315,7 +315,7 @@ int lynn_config_load(struct lynn_config *cfg, const char *path, struct lynn_err 
 
 	memset(cfg, 0, sizeof *cfg);
 	cfg->bos_id = cfg->pad_id = -1;
-	cfg->gen_temperature = cfg->gen_top_p = cfg->gen_min_p = NAN;
+	cfg->gen_temperature = cfg->gen_top_p = cfg->gen_min_p = cfg->gen_repetition_penalty = NAN;
 	cfg->gen_top_k = -1;
 	if (lynn_dir_exists(path)) {
 		cfg_path = lynn_path_join(path, "config.json");
@@ -386,6 +386,7 @@ int lynn_config_load(struct lynn_config *cfg, const char *path, struct lynn_err 
 		    (rc = get_opt_num(&c, gen, "temperature", what, &cfg->gen_temperature)) ||
 		    (rc = get_opt_num(&c, gen, "top_p", what, &cfg->gen_top_p)) ||
 		    (rc = get_opt_num(&c, gen, "min_p", what, &cfg->gen_min_p)) ||
+		    (rc = get_opt_num(&c, gen, "repetition_penalty", what, &cfg->gen_repetition_penalty)) ||
 		    (rc = get_opt_num(&c, gen, "top_k", what, &top_k)))
 			goto out;
 		if (!isnan(top_k) && (top_k != floor(top_k) || top_k < 0 || top_k > 1e9)) {

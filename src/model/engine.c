@@ -278,7 +278,8 @@ struct lynn_gen *lynn_gen_create(struct lynn_engine *e, const int32_t *prompt, s
 		return g;
 	}
 	if (!(g->seq = lynn_seq_create(e->model, err)) ||
-	    !(g->smp = lynn_sampler_create(&opts->sample, n_vocab, err))) {
+	    !(g->smp = lynn_sampler_create(&opts->sample, n_vocab, err)) ||
+	    lynn_sampler_seen(g->smp, prompt, n, false, err)) {
 		lynn_gen_free(g);
 		return NULL;
 	}
@@ -423,6 +424,8 @@ static int gen_take(struct lynn_gen *g, const struct pick *pk, double now, struc
 	}
 	if (push_id(&g->r.ids, id))
 		return lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
+	if ((rc = lynn_sampler_seen(g->smp, &id, 1, true, err))) /* for the penalties */
+		return rc;
 	if (g->opts.on_token)
 		g->opts.on_token(g->opts.ud, id);
 	if (!g->opts.ignore_eos && is_eog(g->e, id)) {
@@ -480,15 +483,15 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	}
 	if (!rows)
 		goto out;
-	/* every gen greedy or top-k (k <= LYNN_DEVICE_TOP_K), and without
-	 * logprobs, on a model whose logits stay on a device: the device picks
-	 * (or finds the top-k candidates the sampler draws from), and the
-	 * logits never come back */
+	/* every gen greedy or top-k (k <= LYNN_DEVICE_TOP_K), without logprobs,
+	 * penalties or a bias, on a model whose logits stay on a device: the
+	 * device picks (or finds the top-k candidates the sampler draws from),
+	 * and the logits never come back */
 	dev = n_want && lynn_model_picks_on_device(e->model);
 	for (size_t i = 0; dev && i < n; i++) {
 		const struct lynn_sample_params *sp = &g[i]->opts.sample;
 		const bool sampled = sp->temperature > 0.0f;
-		dev = g[i]->r.finish || (!g[i]->opts.logprobs &&
+		dev = g[i]->r.finish || (!g[i]->opts.logprobs && !lynn_sample_edits_logits(sp) &&
 					 (!sampled || (sp->top_k > 0 && sp->top_k <= LYNN_DEVICE_TOP_K)));
 		dev_topk |= !g[i]->r.finish && sampled;
 	}

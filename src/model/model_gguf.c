@@ -103,7 +103,7 @@ static int load_sampling(struct gb *b)
 	struct lynn_config *c = &b->m->cfg;
 	double top_k = NAN;
 	int rc;
-	c->gen_temperature = c->gen_top_p = c->gen_min_p = NAN;
+	c->gen_temperature = c->gen_top_p = c->gen_min_p = c->gen_repetition_penalty = NAN;
 	if ((rc = opt_num(b, "general.sampling.temp", &c->gen_temperature)) ||
 	    (rc = opt_num(b, "general.sampling.top_p", &c->gen_top_p)) ||
 	    (rc = opt_num(b, "general.sampling.min_p", &c->gen_min_p)) ||

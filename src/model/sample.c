@@ -21,7 +21,18 @@ struct lynn_sampler {
 	double *bs; /* the draw's sums of 8 weights */
 	double *bmass; /* top-p: the weights' mass and count by bucket (MASS_BUCKETS) */
 	int *bcnt;
+	/* the penalties (none: NULL): by token, SEEN_PROMPT and the times
+	 * generated; the tokens seen, once each */
+	uint32_t *seen;
+	int32_t *seen_ids;
+	int n_seen;
+	int32_t *bias_ids; /* the bias (p.n_bias pairs) */
+	float *bias;
+	float *pen; /* the edited logits (lynn_sample_edits_logits), else NULL */
 };
+
+#define SEEN_PROMPT 0x80000000u
+#define SEEN_COUNT 0x7FFFFFFFu
 
 /* top-p's buckets of the weights: a weight's float bits >> MASS_SHIFT, its
  * exponent and 5 mantissa bits (weights lie in [0, 1]). A larger weight
@@ -33,6 +44,18 @@ void lynn_sample_params_init(struct lynn_sample_params *p)
 {
 	memset(p, 0, sizeof *p);
 	p->top_p = 1.0f;
+	p->repetition_penalty = 1.0f;
+}
+
+static bool penalized(const struct lynn_sample_params *p)
+{
+	return (p->repetition_penalty != 0.0f && p->repetition_penalty != 1.0f) || p->presence_penalty != 0.0f ||
+	       p->frequency_penalty != 0.0f;
+}
+
+bool lynn_sample_edits_logits(const struct lynn_sample_params *p)
+{
+	return penalized(p) || p->n_bias > 0;
 }
 
 static uint64_t splitmix64(uint64_t *x)
@@ -72,6 +95,23 @@ struct lynn_sampler *lynn_sampler_create(const struct lynn_sample_params *p, int
 		lynn_errf(err, -LYNN_EINVAL, "sample: bad top_k %d or temperature", p->top_k);
 		return NULL;
 	}
+	if (!(p->repetition_penalty >= 0.0f && p->repetition_penalty < INFINITY) ||
+	    !isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty)) {
+		lynn_errf(err, -LYNN_EINVAL, "sample: bad penalties (repetition %g must be >= 0, presence %g and "
+			  "frequency %g finite)", p->repetition_penalty, p->presence_penalty, p->frequency_penalty);
+		return NULL;
+	}
+	if (p->n_bias < 0 || (p->n_bias > 0 && (!p->bias_ids || !p->bias))) {
+		lynn_errf(err, -LYNN_EINVAL, "sample: bad logit bias");
+		return NULL;
+	}
+	for (int i = 0; i < p->n_bias; i++)
+		if (p->bias_ids[i] < 0 || p->bias_ids[i] >= n_vocab || !isfinite(p->bias[i])) {
+			lynn_errf(err, -LYNN_EINVAL, "sample: logit bias of token %d: outside the vocabulary "
+				  "(0..%d) or not a number", p->bias_ids[i], n_vocab - 1);
+			return NULL;
+		}
+	const bool pen = penalized(p);
 	s = calloc(1, sizeof *s);
 	if (s) {
 		s->c = malloc((size_t)n_vocab * sizeof *s->c);
@@ -79,14 +119,31 @@ struct lynn_sampler *lynn_sampler_create(const struct lynn_sample_params *p, int
 		s->bs = malloc(((size_t)n_vocab / 8 + 1) * sizeof *s->bs);
 		s->bmass = malloc(MASS_BUCKETS * sizeof *s->bmass);
 		s->bcnt = malloc(MASS_BUCKETS * sizeof *s->bcnt);
+		if (pen) {
+			s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
+			s->seen_ids = malloc((size_t)n_vocab * sizeof *s->seen_ids);
+		}
+		if (p->n_bias) {
+			s->bias_ids = malloc((size_t)p->n_bias * sizeof *s->bias_ids);
+			s->bias = malloc((size_t)p->n_bias * sizeof *s->bias);
+		}
+		if (lynn_sample_edits_logits(p))
+			s->pen = malloc((size_t)n_vocab * sizeof *s->pen);
 	}
-	if (!s || !s->c || !s->w || !s->bs || !s->bmass || !s->bcnt) {
+	if (!s || !s->c || !s->w || !s->bs || !s->bmass || !s->bcnt || (pen && (!s->seen || !s->seen_ids)) ||
+	    (p->n_bias && (!s->bias_ids || !s->bias)) || (lynn_sample_edits_logits(p) && !s->pen)) {
 		lynn_sampler_free(s);
 		lynn_errf(err, -LYNN_ENOMEM, "sample: out of memory");
 		return NULL;
 	}
 	s->p = *p;
 	s->n = n_vocab;
+	if (p->n_bias) { /* its own copy */
+		memcpy(s->bias_ids, p->bias_ids, (size_t)p->n_bias * sizeof *s->bias_ids);
+		memcpy(s->bias, p->bias, (size_t)p->n_bias * sizeof *s->bias);
+	}
+	s->p.bias_ids = s->bias_ids;
+	s->p.bias = s->bias;
 	uint64_t x = p->seed;
 	for (int i = 0; i < 4; i++)
 		s->st[i] = splitmix64(&x);
@@ -102,7 +159,59 @@ void lynn_sampler_free(struct lynn_sampler *s)
 	free(s->bs);
 	free(s->bmass);
 	free(s->bcnt);
+	free(s->seen);
+	free(s->seen_ids);
+	free(s->bias_ids);
+	free(s->bias);
+	free(s->pen);
 	free(s);
+}
+
+int lynn_sampler_seen(struct lynn_sampler *s, const int32_t *ids, size_t n, bool generated,
+		      struct lynn_err *err)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] < 0 || ids[i] >= s->n)
+			return lynn_errf(err, -LYNN_EINVAL, "sample: token %d outside the vocabulary (0..%d)",
+					 ids[i], s->n - 1);
+	if (!s->seen)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t *v = &s->seen[ids[i]];
+		if (!*v)
+			s->seen_ids[s->n_seen++] = ids[i]; /* distinct ids: at most n of them */
+		if (!generated)
+			*v |= SEEN_PROMPT;
+		else if ((*v & SEEN_COUNT) < SEEN_COUNT)
+			(*v)++;
+	}
+	return 0;
+}
+
+/* Only the tokens biased and seen change: the bias, then repetition, then
+ * frequency and presence (vLLM's order), in float as transformers and vLLM
+ * compute them. */
+void lynn_sampler_penalize(const struct lynn_sampler *s, const float *logits, float *out)
+{
+	const struct lynn_sample_params *p = &s->p;
+	const float r = p->repetition_penalty;
+	const bool rep = r != 0.0f && r != 1.0f;
+	if (out != logits)
+		memcpy(out, logits, (size_t)s->n * sizeof *out);
+	for (int i = 0; i < p->n_bias; i++)
+		out[s->bias_ids[i]] += s->bias[i];
+	for (int i = 0; i < s->n_seen; i++) {
+		const int32_t id = s->seen_ids[i];
+		const uint32_t c = s->seen[id] & SEEN_COUNT;
+		float x = out[id];
+		if (rep)
+			x = x < 0.0f ? x * r : x / r;
+		if (c) {
+			x -= (float)c * p->frequency_penalty;
+			x -= p->presence_penalty;
+		}
+		out[id] = x;
+	}
 }
 
 float lynn_max_f32(const float *v, int n)
@@ -486,6 +595,10 @@ __attribute__((always_inline)) static inline int32_t draw_all(struct lynn_sample
 int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 {
 	const struct lynn_sample_params *p = &s->p;
+	if (s->n_seen || s->p.n_bias) { /* a bias, or penalties and tokens they apply to */
+		lynn_sampler_penalize(s, logits, s->pen);
+		logits = s->pen;
+	}
 	if (p->temperature <= 0.0f)
 		return lynn_sample_greedy(logits, s->n);
 	if (p->top_k <= 0)
@@ -501,7 +614,7 @@ int32_t lynn_sampler_sample(struct lynn_sampler *s, const float *logits)
 int32_t lynn_sampler_sample_top(struct lynn_sampler *s, const float *x, const int32_t *ids, int n)
 {
 	const struct lynn_sample_params *p = &s->p;
-	if (n < 1 || p->temperature <= 0.0f || p->top_k <= 0 || n > p->top_k || n > s->n)
+	if (n < 1 || p->temperature <= 0.0f || p->top_k <= 0 || n > p->top_k || n > s->n || s->pen)
 		return -1;
 	for (int i = 0; i < n; i++) {
 		if (ids[i] < 0 || ids[i] >= s->n || !(x[i] > -INFINITY))

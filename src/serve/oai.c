@@ -2,6 +2,7 @@
  * field (400 naming the field, OpenAI's error object), the chat prompt
  * rendered with the model's template and tokenized, and the response,
  * chunk and usage objects (docs/reference/serving-and-hubs.md §1). */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,6 +66,8 @@ void srv_req_free(struct srv_req *r)
 	for (int i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	free(r->stop);
+	free(r->bias_ids);
+	free(r->bias);
 	free(r->tools_json);
 	lynn_tok_ids_release(&r->prompt);
 	lynn_buf_release(&r->pending);
@@ -133,19 +136,11 @@ static int get_bool(const cJSON *o, const char *key, bool *out, struct srv_error
 	return 0;
 }
 
-/* Fields lynn does not implement: accepted at their neutral value only. */
+/* Fields lynn does not implement: refused where they would change the
+ * answer. */
 static int refuse_unsupported(const cJSON *b, struct srv_error *e)
 {
-	static const char *const zero_nums[] = { "presence_penalty", "frequency_penalty" };
 	const cJSON *v;
-	for (size_t i = 0; i < sizeof zero_nums / sizeof *zero_nums; i++)
-		if ((v = cJSON_GetObjectItemCaseSensitive(b, zero_nums[i])) && !cJSON_IsNull(v) &&
-		    !(cJSON_IsNumber(v) && v->valuedouble == 0))
-			return srv_fail(e, 400, zero_nums[i], "'%s' is not supported by lynn serve",
-					zero_nums[i]);
-	if ((v = cJSON_GetObjectItemCaseSensitive(b, "repetition_penalty")) && !cJSON_IsNull(v) &&
-	    !(cJSON_IsNumber(v) && v->valuedouble == 1))
-		return srv_fail(e, 400, "repetition_penalty", "'repetition_penalty' is not supported by lynn serve");
 	if ((v = cJSON_GetObjectItemCaseSensitive(b, "response_format")) && !cJSON_IsNull(v)) {
 		const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
 		if (!cJSON_IsString(t))
@@ -186,6 +181,54 @@ static int parse_stop(const cJSON *b, struct srv_req *r, struct srv_error *e)
 	return 0;
 }
 
+/* logit_bias: {"token id": bias in [-100, 100], ...} (OpenAI's), each id
+ * once. */
+static int parse_logit_bias(struct srv *s, const cJSON *b, struct srv_req *r, struct srv_error *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, "logit_bias"), *it;
+	const int n_vocab = lynn_tok_n_vocab(s->tok);
+	int n = 0, k = 0, rc = 0;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsObject(v))
+		return srv_fail(e, 400, "logit_bias", "'logit_bias' must be an object of token ids and numbers");
+	if ((n = cJSON_GetArraySize(v)) > n_vocab)
+		return srv_fail(e, 400, "logit_bias", "'logit_bias' has more entries than the vocabulary");
+	uint8_t *named = n ? calloc((size_t)n_vocab / 8 + 1, 1) : NULL; /* ids seen, a bit each */
+	if (n && (!named || !(r->bias_ids = malloc((size_t)n * sizeof *r->bias_ids)) ||
+		  !(r->bias = malloc((size_t)n * sizeof *r->bias)))) {
+		free(named);
+		return srv_fail(e, 500, NULL, "out of memory");
+	}
+	cJSON_ArrayForEach(it, v) {
+		char *end;
+		errno = 0;
+		long id = strtol(it->string, &end, 10);
+		if (!it->string[0] || *end || errno || id < 0 || id >= n_vocab) {
+			rc = srv_fail(e, 400, "logit_bias", "logit_bias key '%.40s' is not a token id in [0, %d)",
+				      it->string, n_vocab);
+			break;
+		}
+		if (!cJSON_IsNumber(it) || !(it->valuedouble >= -100 && it->valuedouble <= 100)) {
+			rc = srv_fail(e, 400, "logit_bias", "logit_bias of token %ld must be a number in [-100, 100]",
+				      id);
+			break;
+		}
+		if (named[id / 8] & (1u << (id % 8))) {
+			rc = srv_fail(e, 400, "logit_bias", "logit_bias names token %ld twice", id);
+			break;
+		}
+		named[id / 8] |= (uint8_t)(1u << (id % 8));
+		r->bias_ids[k] = (int32_t)id;
+		r->bias[k++] = (float)it->valuedouble;
+	}
+	free(named);
+	r->gopts.sample.bias_ids = r->bias_ids;
+	r->gopts.sample.bias = r->bias;
+	r->gopts.sample.n_bias = rc ? 0 : k;
+	return rc;
+}
+
 /* Chat: logprobs (bool) + top_logprobs (0..20); completions: logprobs (the
  * number of top ids, 0..20). */
 static int parse_logprobs(const cJSON *b, struct srv_req *r, struct srv_error *e)
@@ -215,6 +258,7 @@ static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, "model");
 	double temp = s->def.temperature, top_p = s->def.top_p, min_p = s->def.min_p;
+	double rep = s->def.repetition_penalty, presence = 0, frequency = 0;
 	int64_t top_k = s->def.top_k, seed = -1, max = def_max;
 	const cJSON *so;
 
@@ -229,6 +273,9 @@ static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_
 	if (refuse_unsupported(b, e) || get_num(b, "temperature", 0, 2, &temp, e) ||
 	    get_num(b, "top_p", 0, 1, &top_p, e) || get_num(b, "min_p", 0, 1, &min_p, e) ||
 	    get_int(b, "top_k", -1, 1 << 30, &top_k, e) ||
+	    get_num(b, "presence_penalty", -2, 2, &presence, e) ||
+	    get_num(b, "frequency_penalty", -2, 2, &frequency, e) ||
+	    get_num(b, "repetition_penalty", 0, 1e30, &rep, e) ||
 	    get_int(b, "seed", -9.2e18, 9.2e18, &seed, e) || get_int(b, "max_tokens", 1, 1 << 30, &max, e) ||
 	    get_int(b, "max_completion_tokens", 1, 1 << 30, &max, e) ||
 	    get_bool(b, "stream", &r->stream, e) || get_bool(b, "ignore_eos", &r->gopts.ignore_eos, e) ||
@@ -239,6 +286,8 @@ static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_
 		return srv_fail(e, 400, "top_p", "'top_p' must be in (0, 1]");
 	if (min_p >= 1)
 		return srv_fail(e, 400, "min_p", "'min_p' must be in [0, 1)");
+	if (rep <= 0) /* vLLM's rule; 1 is off */
+		return srv_fail(e, 400, "repetition_penalty", "'repetition_penalty' must be > 0");
 	so = cJSON_GetObjectItemCaseSensitive(b, "stream_options");
 	if (so && !cJSON_IsNull(so)) {
 		if (!r->stream)
@@ -261,6 +310,11 @@ static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_
 	r->gopts.sample.top_p = (float)top_p;
 	r->gopts.sample.min_p = (float)min_p;
 	r->gopts.sample.top_k = top_k < 0 ? 0 : (int)top_k;
+	r->gopts.sample.repetition_penalty = (float)rep;
+	r->gopts.sample.presence_penalty = (float)presence;
+	r->gopts.sample.frequency_penalty = (float)frequency;
+	if (parse_logit_bias(s, b, r, e))
+		return -1;
 	if (seed >= 0 || cJSON_GetObjectItemCaseSensitive(b, "seed"))
 		r->gopts.sample.seed = (uint64_t)seed;
 	else if (getrandom(&r->gopts.sample.seed, sizeof r->gopts.sample.seed, 0) < 0)
@@ -714,6 +768,15 @@ struct srv_req *srv_req_clone(const struct srv_req *r, uint64_t seed)
 		if (!(c->stop[c->n_stop] = strdup(r->stop[c->n_stop])))
 			goto fail;
 	c->gopts.stop = (const char *const *)c->stop;
+	if (r->gopts.sample.n_bias) {
+		const size_t nb = (size_t)r->gopts.sample.n_bias;
+		if (!(c->bias_ids = malloc(nb * sizeof *c->bias_ids)) || !(c->bias = malloc(nb * sizeof *c->bias)))
+			goto fail;
+		memcpy(c->bias_ids, r->bias_ids, nb * sizeof *c->bias_ids);
+		memcpy(c->bias, r->bias, nb * sizeof *c->bias);
+		c->gopts.sample.bias_ids = c->bias_ids;
+		c->gopts.sample.bias = c->bias;
+	}
 	if (!(c->prompt.ids = malloc(r->prompt.n * sizeof *c->prompt.ids)))
 		goto fail;
 	memcpy(c->prompt.ids, r->prompt.ids, r->prompt.n * sizeof *c->prompt.ids);

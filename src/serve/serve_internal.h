@@ -61,6 +61,8 @@ struct srv_req {
 	char *tools_json;         /* parse.tools_json's storage (the request's tools) */
 	char **stop;
 	int n_stop;
+	int32_t *bias_ids;        /* gopts.sample's logit_bias storage */
+	float *bias;
 	struct lynn_gen_opts gopts;
 	struct lynn_tok_ids prompt;
 

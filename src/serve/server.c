@@ -30,10 +30,12 @@ int lynn_server_sampling_defaults(const struct lynn_config *cfg, const char *wha
 	p->temperature = 1.0f;
 	if (!cfg)
 		return 0;
-	const double t = cfg->gen_temperature, tp = cfg->gen_top_p, mp = cfg->gen_min_p;
+	const double t = cfg->gen_temperature, tp = cfg->gen_top_p, mp = cfg->gen_min_p,
+		     rp = cfg->gen_repetition_penalty;
 	const char *bad = !isnan(t) && (t < 0 || t > 2)      ? "temperature' must be in [0, 2]"
 			  : !isnan(tp) && (tp <= 0 || tp > 1) ? "top_p' must be in (0, 1]"
 			  : !isnan(mp) && (mp < 0 || mp >= 1) ? "min_p' must be in [0, 1)"
+			  : !isnan(rp) && !(rp > 0 && rp <= 1e30) ? "repetition_penalty' must be > 0"
 			  : cfg->gen_top_k > (1 << 30)        ? "top_k' must be at most 2^30"
 							      : NULL;
 	if (bad)
@@ -45,6 +47,8 @@ int lynn_server_sampling_defaults(const struct lynn_config *cfg, const char *wha
 		p->top_p = (float)tp;
 	if (!isnan(mp))
 		p->min_p = (float)mp;
+	if (!isnan(rp))
+		p->repetition_penalty = (float)rp;
 	if (cfg->gen_top_k >= 0)
 		p->top_k = (int)cfg->gen_top_k;
 	return 0;

@@ -1,8 +1,8 @@
 /* bench_sample.c - choosing the next token over Qwen3.6's vocabulary (248,320
  * logits), single-threaded: the greedy pick, and the sampler with the
  * settings users send (Qwen's recommended temperature 0.7 / top-k 20 /
- * top-p 0.8; an OpenAI client's temperature 0.7 / top-p 0.95; plain
- * temperature 1). The logits are a fixed pseudo-random draw shaped like a
+ * top-p 0.8, with and without its presence penalty 1.5; an OpenAI
+ * client's temperature 0.7 / top-p 0.95; plain temperature 1). The logits are a fixed pseudo-random draw shaped like a
  * model's (a few high logits over a broad tail). The peer, numpy doing the
  * same selections, runs on the same logits in bench_sample_peer.py.
  *
@@ -82,12 +82,16 @@ int main(int argc, char **argv)
 		const char *name;
 		float t, top_p;
 		int top_k;
-		bool flat;
+		bool flat, penalties;
 	} cfg[] = {
-		{ "temperature 0.7, top-k 20, top-p 0.8", 0.7f, 0.8f, 20, false },
-		{ "temperature 0.7, top-p 0.95", 0.7f, 0.95f, 0, false },
-		{ "temperature 1", 1.0f, 1.0f, 0, false },
-		{ "temperature 0.7, top-p 0.95 over nearly flat logits (in [0, 0.5))", 0.7f, 0.95f, 0, true },
+		{ "temperature 0.7, top-k 20, top-p 0.8", 0.7f, 0.8f, 20, false, false },
+		{ "temperature 0.7, top-p 0.95", 0.7f, 0.95f, 0, false, false },
+		{ "temperature 1", 1.0f, 1.0f, 0, false, false },
+#ifndef OLD_SAMPLER
+		{ "temperature 0.7, top-k 20, top-p 0.8, presence 1.5, 4,000 tokens seen", 0.7f, 0.8f, 20, false,
+		  true },
+#endif
+		{ "temperature 0.7, top-p 0.95 over nearly flat logits (in [0, 0.5))", 0.7f, 0.95f, 0, true, false },
 	};
 	for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
 		if (cfg[c].flat)
@@ -101,11 +105,21 @@ int main(int argc, char **argv)
 		p.top_p = cfg[c].top_p;
 		p.top_k = cfg[c].top_k;
 		p.seed = 1;
+#ifndef OLD_SAMPLER
+		if (cfg[c].penalties) /* Qwen's advice against endless repetition */
+			p.presence_penalty = 1.5f;
+#endif
 		struct lynn_sampler *s = lynn_sampler_create(&p, V, &err);
 		if (!s) {
 			fprintf(stderr, "bench_sample: %s\n", err.msg);
 			return 3;
 		}
+#ifndef OLD_SAMPLER
+		for (int32_t i = 0; cfg[c].penalties && i < 4000; i++) { /* a prompt and an answer's tokens */
+			const int32_t id = (int32_t)((i * 7919u) % V);
+			lynn_sampler_seen(s, &id, 1, i >= 3000, &err);
+		}
+#endif
 		printf("sample, vocab %d, 1 thread: %s: %.1f us a pick\n", V, cfg[c].name,
 		       time_picks(s, lg, 20, &sink));
 		lynn_sampler_free(s);

@@ -1,7 +1,8 @@
 // serve_openai.mjs BASE_URL API_KEY MODEL - the real `openai` client (npm,
 // tests/node/package.json) against `lynn serve` (tests/check_serve.c runs
 // it): models, chat completions streamed and not, the usage chunk, text
-// completions, and the client's error classes for 400, 401 and 404.
+// completions (also with penalties and a logit bias, as the client sends
+// them), and the client's error classes for 400, 401 and 404.
 // Prints one JSON object of what it saw; exits 1 on the first failed check.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -69,11 +70,19 @@ for await (const chunk of await client.completions.create({
 })) text += chunk.choices[0]?.text ?? '';
 assert.equal(text, tc.choices[0].text);
 seen.completion = tc.choices[0].text;
+const pen = await client.completions.create({
+	model, prompt: 'The sky is', max_tokens: 6, temperature: 0, presence_penalty: 1, logit_bias: { 300: 8.5 },
+});
+seen.penalized = pen.choices[0].text;
 
 // errors arrive as the client's classes, with OpenAI's error object
 await assert.rejects(
 	client.chat.completions.create({ model, messages, temperature: 5 }),
 	(e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'temperature',
+);
+await assert.rejects(
+	client.chat.completions.create({ model, messages, frequency_penalty: 3 }),
+	(e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'frequency_penalty',
 );
 await assert.rejects(
 	client.chat.completions.create({ model: 'no-such-model', messages }),
