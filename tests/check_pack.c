@@ -445,6 +445,41 @@ enum nvfp4_defect { NV_OK, NV_NAN_SCALE, NV_NO_GLOBAL, NV_BAD_BLOCK, NV_MODELOPT
  * weight_global_scale F32 [1] (1.0) + input_global_scale F32 [1] (1.0);
  * NV_MODELOPT: the ModelOpt names instead (weight U8, weight_scale,
  * weight_scale_2, input_scale; all 1.0 as well). */
+/* The quantization config of the folder dst: config.json's
+ * quantization_config set to qc (JSON text; NULL: none) and
+ * hf_quant_config.json written with hf (NULL: removed). */
+static void set_qconfig(const char *dst, const char *qc, const char *hf)
+{
+	struct lynn_err e = { 0 };
+	char *cp = lynn_path_join(dst, "config.json"), *hp = lynn_path_join(dst, "hf_quant_config.json");
+	cJSON *c = lynn_json_load(cp, 1 << 20, &e);
+	ck_assert_msg(c != NULL, "%s", e.msg);
+	cJSON_DeleteItemFromObject(c, "quantization_config");
+	if (qc) {
+		cJSON *q = cJSON_Parse(qc);
+		ck_assert_msg(q != NULL, "bad test JSON %s", qc);
+		cJSON_AddItemToObject(c, "quantization_config", q);
+	}
+	char *text = cJSON_Print(c);
+	ck_assert_int_eq(lynn_write_atomic(cp, text, strlen(text), &e), 0);
+	free(text);
+	cJSON_Delete(c);
+	unlink(hp);
+	if (hf)
+		ck_assert_int_eq(lynn_write_atomic(hp, hf, strlen(hf), &e), 0);
+	free(cp);
+	free(hp);
+}
+
+/* What write_nvfp4 leaves unquantized (the in_proj_* linears, the router,
+ * the shared expert's gate, lm_head), as compressed-tensors' ignore (names
+ * and re.match patterns) and ModelOpt's exclude_modules (fnmatch) */
+#define CT_QC(ignore)                                                                                     \
+	"{\"quant_method\":\"compressed-tensors\",\"format\":\"nvfp4-pack-quantized\",\"config_groups\":"   \
+	"{\"group_0\":{\"targets\":[\"Linear\"],\"format\":\"nvfp4-pack-quantized\"}},\"ignore\":[" ignore "]}"
+#define CT_IGNORE "\"lm_head\",\"re:.*in_proj_\",\"re:.*mlp[.]gate$\",\"re:.*shared_expert_gate$\""
+#define MO_EXCLUDE "[\"lm_head\",\"*in_proj_*\",\"*mlp.gate\",\"*shared_expert_gate\"]"
+
 static void write_nvfp4(const char *dst_file, enum nvfp4_defect defect)
 {
 	struct lynn_err e;
@@ -518,6 +553,13 @@ static void write_nvfp4(const char *dst_file, enum nvfp4_defect defect)
 	ck_assert_int_eq(rename(out, dst_file), 0);
 	free(out);
 	rm_target(tmp);
+	char *dir = strndup(dst_file, strlen(dst_file) - strlen("/model.safetensors"));
+	if (mo)
+		set_qconfig(dir, "{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\",\"exclude_modules\":" MO_EXCLUDE "}",
+			    NULL);
+	else
+		set_qconfig(dir, CT_QC(CT_IGNORE), NULL);
+	free(dir);
 }
 
 START_TEST(test_nvfp4)
@@ -543,6 +585,73 @@ START_TEST(test_nvfp4)
 	ck_assert_int_eq(cJSON_GetObjectItem(fmt, "nvfp4_modelopt")->valueint,
 			 2 * (24 + 3 + 1) + 2 * (24 + 3 + 4));
 	ck_assert_int_eq(cJSON_GetObjectItem(fmt, "nvfp4_compressed_tensors")->valueint, 0);
+
+	/* the quantization config must say what the tensors are: */
+	const cJSON *qc = cJSON_GetObjectItem(gate(&o, "weights"), "quant_config");
+	ck_assert_str_eq(cJSON_GetObjectItem(qc, "kind")->valuestring, "modelopt nvfp4");
+	/* every linear: per layer the NVFP4 ones above and the plain router and
+	 * shared-expert gate (and in_proj_qkv, _z, _b, _a in the linear-attention
+	 * ones); lm_head and embed_tokens */
+	ck_assert_int_eq(cJSON_GetObjectItem(qc, "n_cross_checked")->valueint,
+			 2 * (24 + 3 + 1 + 2 + 4) + 2 * (24 + 3 + 4 + 2) + 2);
+	pack_out_free(&o);
+	/* ModelOpt's own file where config.json has none */
+	set_qconfig(dst, NULL, "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_algo\":\"NVFP4\","
+		    "\"group_size\":16,\"exclude_modules\":" MO_EXCLUDE "}}");
+	o = run_pack(TINY_MM_F32, dst, NULL);
+	ck_assert_msg(o.status == 0, "exit %d: %s", o.status, o.err);
+	pack_out_free(&o);
+	/* ModelOpt tensors under a compressed-tensors config */
+	set_qconfig(dst, CT_QC(CT_IGNORE), NULL);
+	o = run_pack(TINY_MM_F32, dst, NULL);
+	ck_assert_int_eq(o.status, 1);
+	ASSERT_REASON(o, "weights", "config.json quantization_config is compressed-tensors but these linears use the other producer's NVFP4 names");
+	pack_out_free(&o);
+
+	write_nvfp4(p, NV_OK);
+	/* no quantization config at all: loaders would build a plain model */
+	set_qconfig(dst, NULL, NULL);
+	o = run_pack(TINY_MM_F32, dst, NULL);
+	ck_assert_int_eq(o.status, 1);
+	ASSERT_REASON(o, "weights", "quantized linears ('model.language_model.layers.0.linear_attn.out_proj'");
+	ASSERT_REASON(o, "weights", "but config.json has no quantization_config");
+	pack_out_free(&o);
+	/* the config quantizes linears stored plain (the in_proj_* ones are
+	 * not in this ignore list) */
+	set_qconfig(dst, CT_QC("\"lm_head\",\"re:.*mlp[.]gate$\",\"re:.*shared_expert_gate$\""), NULL);
+	o = run_pack(TINY_MM_F32, dst, NULL);
+	ck_assert_int_eq(o.status, 1);
+	ASSERT_REASON(o, "weights", "quantizes linears stored unquantized ('model.language_model.layers.0.linear_attn.in_proj_qkv'");
+	pack_out_free(&o);
+	/* ... and leaves linears plain that are stored NVFP4 (re.match is
+	 * anchored at the start: "re:down_proj" alone would match nothing) */
+	set_qconfig(dst, CT_QC(CT_IGNORE ",\"re:.*experts[.]5[.]down_proj$\",\"re:down_proj\""), NULL);
+	o = run_pack(TINY_MM_F32, dst, NULL);
+	ck_assert_int_eq(o.status, 1);
+	ASSERT_REASON(o, "weights", "leaves linears unquantized ('model.language_model.layers.0.mlp.experts.5.down_proj', 'model.language_model.layers.1.mlp.experts.5.down_proj'");
+	ASSERT_REASON(o, "weights", "(4 in all)");
+	pack_out_free(&o);
+	/* a bad pattern is named */
+	set_qconfig(dst, CT_QC(CT_IGNORE ",\"re:(\""), NULL);
+	o = run_pack(TINY_MM_F32, dst, NULL);
+	ck_assert_int_eq(o.status, 1);
+	ASSERT_REASON(o, "weights", "'ignore' entry 're:(': not a regular expression");
+	pack_out_free(&o);
+	/* a class name other than Linear: the modules it may cover are not
+	 * cross-checked, the rest are */
+	set_qconfig(dst, CT_QC(CT_IGNORE ",\"Qwen3_5MoeSparseMoeBlock\""), NULL);
+	o = run_pack(TINY_MM_F32, dst, NULL);
+	ck_assert_msg(o.status == 0, "exit %d: %s", o.status, o.err);
+	qc = cJSON_GetObjectItem(gate(&o, "weights"), "quant_config");
+	ck_assert_int_gt(cJSON_GetObjectItem(qc, "n_undecided")->valueint, 0);
+	pack_out_free(&o);
+	/* another method: not cross-checked, said so */
+	set_qconfig(dst, "{\"quant_method\":\"fp8\"}", NULL);
+	o = run_pack(TINY_MM_F32, dst, NULL);
+	ck_assert_msg(o.status == 0, "exit %d: %s", o.status, o.err);
+	qc = cJSON_GetObjectItem(gate(&o, "weights"), "quant_config");
+	ck_assert_str_eq(cJSON_GetObjectItem(qc, "kind")->valuestring, "not cross-checked");
+	ck_assert_str_eq(cJSON_GetObjectItem(qc, "why")->valuestring, "quant_method 'fp8'");
 	pack_out_free(&o);
 
 	write_nvfp4(p, NV_NAN_SCALE);

@@ -21,6 +21,19 @@ void pack_reason(struct pack_gate *g, const char *fmt, ...) __attribute__((forma
 /* Add "reasons" and "pass" to the gate object; returns pass. */
 bool pack_gate_finish(struct pack_gate *g);
 
+/* Gate 3's cross-check against the quantization config (pack_qcfg.c):
+ * load it from dir (problems with it become reasons), then tell it each
+ * linear's module name and how it is stored, then finish: the mismatches
+ * become reasons and "quant_config" goes into the gate's report. */
+enum pack_qform { PACK_Q_PLAIN, PACK_Q_FP8, PACK_Q_NVFP4_CT, PACK_Q_NVFP4_MODELOPT };
+struct pack_qcfg;
+struct pack_qcfg *pack_qcfg_load(const char *dir, struct pack_gate *g);
+/* The same from config.json's and hf_quant_config.json's JSON (either may
+ * be NULL; both are taken over). */
+struct pack_qcfg *pack_qcfg_from(cJSON *config, cJSON *hf, struct pack_gate *g);
+void pack_qcfg_linear(struct pack_qcfg *q, const char *module, bool is_linear, enum pack_qform actual);
+void pack_qcfg_finish(struct pack_qcfg *q, struct pack_gate *g, cJSON *gate);
+
 /* Gate 2 (pack_tok.c): `dir` is read through resolve() so that a dry run sees
  * files that would be copied. */
 bool pack_gate_tokenizer(char *(*resolve)(const void *ctx, const char *name), const void *ctx,

@@ -8,8 +8,10 @@
  * qwen35moe-architecture.md §2). NVFP4 linears (compressed-tensors and
  * ModelOpt, weight-formats.md §2.2) are checked by the rules of
  * include/lynn/nvfp4.h (lynn_nvfp4_scan); this file only matches them to the
- * config's shapes. Block FP8 follows §2.8. Only headers and per-tensor scales
- * are read, unless scan_scales asks for every NVFP4 block scale.
+ * config's shapes, and pack_qcfg.c matches how each linear is stored to
+ * what the quantization config makes a loader build. Block FP8 follows §2.8.
+ * Only headers and per-tensor scales are read, unless scan_scales asks for
+ * every NVFP4 block scale.
  */
 #include <errno.h>
 #include <math.h>
@@ -39,6 +41,7 @@ struct wctx {
 	int64_t n_checked, n_plain, n_quant[3];
 	struct lynn_nvfp4_scan nv; /* every NVFP4 linear, sorted by base */
 	bool nv_ok;                /* the scan ran (no mixed conventions) */
+	struct pack_qcfg *qc;      /* what the quantization config says of each linear */
 };
 
 static const struct lynn_tensor *wfind(const struct wctx *w, const char *name)
@@ -197,6 +200,9 @@ static void expect_linear(struct wctx *w, const char *base, int64_t N, int64_t K
 	const struct lynn_tensor *t;
 	const struct lynn_nvfp4_linear *L;
 
+	/* (embed_tokens is an embedding, not a linear layer, to the config's
+	 * "Linear" targets) */
+	const bool linear = !lynn_str_ends_with(base, "embed_tokens");
 	w->n_checked++;
 	snprintf(name, sizeof name, "%s.weight", base);
 	t = wfind(w, name);
@@ -204,6 +210,7 @@ static void expect_linear(struct wctx *w, const char *base, int64_t N, int64_t K
 		if (!same_shape(t, 2, s))
 			bad_shape(w, t, 2, s, "by config.json");
 		w->n_plain++;
+		pack_qcfg_linear(w->qc, base, linear, PACK_Q_PLAIN);
 		return;
 	}
 	if (t && t->dtype == LYNN_DTYPE_F8_E4M3) { /* block FP8 */
@@ -227,10 +234,13 @@ static void expect_linear(struct wctx *w, const char *base, int64_t N, int64_t K
 		else if (sc->n_elems <= (1 << 22))
 			check_scale_values(w, sc);
 		w->n_quant[2]++;
+		pack_qcfg_linear(w->qc, base, linear, PACK_Q_FP8);
 		return;
 	}
 	if ((L = nv_find(w, base))) { /* NVFP4, either convention */
 		expect_nvfp4(w, L, 0, N, K);
+		pack_qcfg_linear(w->qc, base, linear,
+				 w->nv.format == LYNN_NVFP4_CT ? PACK_Q_NVFP4_CT : PACK_Q_NVFP4_MODELOPT);
 		return;
 	}
 	if (t && t->dtype == LYNN_DTYPE_U8) {
@@ -534,6 +544,7 @@ bool lynn_pack_gate_weights(const char *dir, bool scan_scales, cJSON *gate)
 		pack_reason(&g, "cannot check tensors against the config: %s", err.msg);
 	} else if (w.n_files) {
 		have_cfg = true;
+		w.qc = pack_qcfg_load(dir, &g);
 		if (wfind(&w, "model.language_model.embed_tokens.weight") ||
 		    wfind(&w, "model.language_model.layers.0.input_layernorm.weight"))
 			w.pfx = "model.language_model.";
@@ -572,6 +583,7 @@ bool lynn_pack_gate_weights(const char *dir, bool scan_scales, cJSON *gate)
 		cJSON_AddNumberToObject(q, "nvfp4_modelopt", (double)w.n_quant[1]);
 		cJSON_AddNumberToObject(q, "fp8", (double)w.n_quant[2]);
 		cJSON_AddBoolToObject(gate, "block_scales_scanned", scan_scales);
+		pack_qcfg_finish(w.qc, &g, gate);
 		lynn_config_release(&cfg);
 	}
 	pass = pack_gate_finish(&g);

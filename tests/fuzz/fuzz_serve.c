@@ -3,12 +3,14 @@
  * model's tokenizer and chat template: never crashes or leaks; a body is
  * either a checked request or an error with an HTTP status and a message.
  * Also the streamed-events path on whatever the parse accepts, fed with
- * the body's own bytes as "generated" text. */
+ * the body's own bytes as "generated" text. What it accepts makes a
+ * sampler (the penalties and the logit bias in range). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lynn/chat.h"
+#include "lynn/sample.h"
 #include "lynn/tok.h"
 #include "serve/serve_internal.h"
 
@@ -42,6 +44,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r->prompt.n == 0 || (int64_t)r->prompt.n >= S.o.ctx_size ||
 		    r->gopts.max_tokens < 1 || (int64_t)r->prompt.n + r->gopts.max_tokens > S.o.ctx_size)
 			abort();
+		/* a sampler can be made of what was accepted (penalties, bias) */
+		struct lynn_err se = { 0 };
+		struct lynn_sampler *smp = lynn_sampler_create(&r->gopts.sample, lynn_tok_n_vocab(S.tok), &se);
+		if (!smp)
+			abort();
+		lynn_sampler_free(smp);
 		struct srv_events ev;
 		struct lynn_err err = { 0 };
 		if (srv_events_init(&ev, &S, r, &err) == 0) {
