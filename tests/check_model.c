@@ -1115,6 +1115,56 @@ START_TEST(test_cli_logits_generate)
 	ck_assert_int_eq(r.status, 2);
 	ck_assert(strstr(r.err, "tokenizer") != NULL);
 	tu_run_free(&r);
+	/* the penalties, a logit bias and a stop string from the command line:
+	 * HF's continuation with repetition_penalty 1.3 (the fixture's first
+	 * "long" case), a bias of 100 making token 300 every pick, and a stop
+	 * string cutting the text where it first occurs */
+	{
+		cJSON *pf = lynn_json_load(FIXTURES "/ref_generate_penalties.json", 1 << 20, &err), *c;
+		ck_assert_ptr_nonnull(pf);
+		struct lynn_buf want = LYNN_BUF_INIT, ids = LYNN_BUF_INIT;
+		cJSON_ArrayForEach(c, cJSON_GetObjectItem(pf, "cases")) {
+			if (strcmp(cJSON_GetObjectItem(c, "name")->valuestring, "long") ||
+			    tu_num(c, "repetition_penalty") != 1.3)
+				continue;
+			const cJSON *v;
+			cJSON_ArrayForEach(v, cJSON_GetObjectItem(c, "prompt_ids"))
+				lynn_buf_printf(&ids, "%s%d", ids.len ? " " : "", (int)v->valuedouble);
+			cJSON_ArrayForEach(v, cJSON_GetObjectItem(c, "generated_ids"))
+				lynn_buf_printf(&want, "%s%d", want.len ? " " : "", (int)v->valuedouble);
+			lynn_buf_puts(&want, "\n");
+		}
+		cJSON_Delete(pf);
+		ck_assert_ptr_nonnull(want.data);
+		char *a2;
+		ck_assert(asprintf(&a2, "generate --model %s/qwen35moe-tiny-text-f32 --ids '%s' --print-ids "
+				   "--max-tokens 24 --repetition-penalty 1.3 -q", FIXTURES, ids.data) > 0);
+		r = tu_lynn(a2, NULL, NULL);
+		ck_assert_msg(r.status == 0, "%s", r.err);
+		ck_assert_str_eq(r.out, want.data);
+		tu_run_free(&r);
+		free(a2);
+		lynn_buf_release(&want);
+		lynn_buf_release(&ids);
+	}
+	snprintf(args, sizeof args, "generate --model %s/qwen35moe-tiny --ids 481 --print-ids --max-tokens 4 "
+		 "--logit-bias 300:100 --logit-bias 7:-1 -q", FIXTURES);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	ck_assert_str_eq(r.out, "300 300 300 300\n");
+	tu_run_free(&r);
+	snprintf(args, sizeof args, "generate --model %s/qwen35moe-tiny --prompt hi --max-tokens 30 -q", FIXTURES);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0 && strstr(r.out, " the"), "%s", r.out);
+	const size_t cut = (size_t)(strstr(r.out, " the") - r.out);
+	snprintf(args, sizeof args, "generate --model %s/qwen35moe-tiny --prompt hi --max-tokens 30 -q "
+		 "--stop ' the' --stop 'never in it'", FIXTURES);
+	struct tu_run rs = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(rs.status == 0, "%s", rs.err);
+	ck_assert_uint_eq(strlen(rs.out), cut + 1);
+	ck_assert(!strncmp(rs.out, r.out, cut));
+	tu_run_free(&rs);
+	tu_run_free(&r);
 	/* sampling with a seed is reproducible */
 	snprintf(args, sizeof args, "generate --model %s/qwen35moe-tiny --ids 481 --print-ids "
 		 "--max-tokens 12 --temperature 0.9 --top-k 40 --top-p 0.9 --min-p 0.01 --seed 7 -q", FIXTURES);
@@ -1137,6 +1187,12 @@ START_TEST(test_cli_logits_generate)
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --top-p 0", "top_p" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --threads 0", "--threads" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --bogus", "" },
+		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --logit-bias 5", "ID:BIAS" },
+		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --logit-bias 5:101", "[-100, 100]" },
+		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --logit-bias 513:1", "513" },
+		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --repetition-penalty 0", "> 0" },
+		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --presence-penalty 3", "[-2, 2]" },
+		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --stop ''", "--stop" },
 		{ "logits --model " FIXTURES "/qwen35moe-tiny --ids 1 --out /tmp/lynn-never.safetensors --device gpu",
 		  "--device" },
 		{ "generate --model " FIXTURES "/qwen35moe-tiny --ids 1 --print-ids --adapter /nonexistent",

@@ -22,6 +22,7 @@ static void usage(FILE *f)
 		"                     [--max-tokens N] [--temperature T] [--top-p P] [--top-k K]\n"
 		"                     [--min-p M] [--seed S] [--repetition-penalty R]\n"
 		"                     [--presence-penalty P] [--frequency-penalty F]\n"
+		"                     [--logit-bias ID:B]... [--stop TEXT]...\n"
 		"                     [--think] [--raw] [--print-ids]\n"
 		"                     [--adapter DIR] [--threads N] [--device D] [-q|-v]\n\n"
 		"Generate from a prompt and stream it to stdout; stats (prompt tokens, time to\n"
@@ -40,6 +41,8 @@ static void usage(FILE *f)
 		"                     (transformers', vLLM's)\n"
 		"  --presence-penalty P, --frequency-penalty F   -2..2, 0 = off: OpenAI's; a\n"
 		"                     generated token's logit loses P once and F per time\n"
+		"  --logit-bias ID:B  add B (-100..100) to token ID's logit; repeatable\n"
+		"  --stop TEXT        end the text before TEXT (not printed); up to 16\n"
 		"  --think            enable_thinking=true in the chat template\n"
 		"  --raw              no chat template\n"
 		"  --adapter DIR      apply a PEFT LoRA adapter (unmerged)\n"
@@ -87,6 +90,8 @@ int cmd_generate(int argc, char **argv)
 		{ "repetition-penalty", required_argument, NULL, 'R' },
 		{ "presence-penalty", required_argument, NULL, 'E' },
 		{ "frequency-penalty", required_argument, NULL, 'F' },
+		{ "logit-bias", required_argument, NULL, 'B' },
+		{ "stop", required_argument, NULL, 'S' },
 		{ "think", no_argument, NULL, 'k' },
 		{ "raw", no_argument, NULL, 'r' },
 		{ "print-ids", no_argument, NULL, 'I' },
@@ -106,6 +111,11 @@ int cmd_generate(int argc, char **argv)
 	struct lynn_gen_result res = { 0 };
 	bool think = false, raw = false;
 	long n_out = 0;
+	enum { MAX_STOP = 16, MAX_BIAS = 1024 };
+	const char *stops[MAX_STOP];
+	int n_stop = 0;
+	static int32_t bias_ids[MAX_BIAS];
+	static float bias[MAX_BIAS];
 	int opt, status = 0;
 
 	lynn_sample_params_init(&sp);
@@ -163,6 +173,27 @@ int cmd_generate(int argc, char **argv)
 			if (parse_float("--frequency-penalty", optarg, -2, 2, &sp.frequency_penalty))
 				return 2;
 			break;
+		case 'B': {
+			char *colon = strchr(optarg, ':'), *end;
+			long id = colon ? strtol(optarg, &end, 10) : -1;
+			double b;
+			if (!colon || end != colon || colon == optarg || id < 0 || id > INT32_MAX)
+				return cmd_usage_error("generate", "--logit-bias: '%s' is not ID:BIAS", optarg);
+			if (cmd_opt_double("generate", "--logit-bias", colon + 1, -100, 100, &b))
+				return 2;
+			if (sp.n_bias == MAX_BIAS)
+				return cmd_usage_error("generate", "--logit-bias: at most %d", MAX_BIAS);
+			bias_ids[sp.n_bias] = (int32_t)id;
+			bias[sp.n_bias++] = (float)b;
+			sp.bias_ids = bias_ids;
+			sp.bias = bias;
+			break;
+		}
+		case 'S':
+			if (!optarg[0] || n_stop == MAX_STOP)
+				return cmd_usage_error("generate", "--stop: non-empty, at most %d", MAX_STOP);
+			stops[n_stop++] = optarg;
+			break;
 		case 'k': think = true; break;
 		case 'r': raw = true; break;
 		case 'I': print_ids = true; break;
@@ -217,14 +248,15 @@ int cmd_generate(int argc, char **argv)
 		if (rc)
 			goto fail;
 	}
-	if (!print_ids && !lynn_engine_tok(eng)) {
+	if ((!print_ids || n_stop) && !lynn_engine_tok(eng)) {
 		lynn_errf(&err, -LYNN_ENOTFOUND,
 			  "generate: '%s' has no tokenizer (tokenizer.json, or a .gguf's "
-			  "tokenizer.ggml.*): text output needs it (use --print-ids)",
+			  "tokenizer.ggml.*): text output and --stop need it (use --print-ids)",
 			  model);
 		goto fail;
 	}
-	struct lynn_gen_opts go = { .max_tokens = (int)max_tokens, .sample = sp, .ud = &n_out };
+	struct lynn_gen_opts go = { .max_tokens = (int)max_tokens, .sample = sp, .ud = &n_out,
+				    .stop = stops, .n_stop = n_stop };
 	if (print_ids)
 		go.on_token = print_id;
 	else
