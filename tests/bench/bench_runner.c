@@ -219,13 +219,15 @@ int main(int argc, char **argv)
 		/* The engine's decode, as lynn generate and lynn serve run it
 		 * (ignoring end-of-generation ids): 1 and 8 sequences, greedy,
 		 * sampled (temperature 0.7, top-p 0.95) and sampled with Qwen's
-		 * recommended top-k 20 (temperature 0.7, top-p 0.8). On a device,
-		 * greedy and top-k steps find the picks or the candidates there, so
-		 * the logits do not come back to the host
-		 * (lynn_model_forward_picks). */
-		static const char *const how[3] = { "greedy", "sampled (T 0.7, top-p 0.95)",
-						    "sampled (T 0.7, top-k 20, top-p 0.8)" };
-		for (int run = 0; run < 6; run++) {
+		 * recommended top-k 20 (temperature 0.7, top-p 0.8), without and
+		 * with its presence penalty 1.5. On a device, greedy and top-k
+		 * steps find the picks or the candidates there, so the logits do
+		 * not come back to the host (lynn_model_forward_picks); a penalty
+		 * brings them back. */
+		static const char *const how[4] = { "greedy", "sampled (T 0.7, top-p 0.95)",
+						    "sampled (T 0.7, top-k 20, top-p 0.8)",
+						    "sampled (T 0.7, top-k 20, top-p 0.8, presence 1.5)" };
+		for (int run = 0; run < 8; run++) {
 			const int B = run & 1 ? 8 : 1, kind = run / 2;
 			struct lynn_gen_opts go = { .max_tokens = D + 1, .ignore_eos = true };
 			lynn_sample_params_init(&go.sample); /* greedy */
@@ -233,6 +235,7 @@ int main(int argc, char **argv)
 				go.sample.temperature = 0.7f;
 				go.sample.top_p = kind == 1 ? 0.95f : 0.8f;
 				go.sample.top_k = kind == 1 ? 0 : 20;
+				go.sample.presence_penalty = kind == 3 ? 1.5f : 0.0f;
 				go.sample.seed = 1;
 			}
 			struct lynn_gen *gs[8];
