@@ -2031,8 +2031,9 @@ static void unpack_picks(const int *r, bool topk, const struct lynn_row_picks *p
  * their picks (pick_rows). */
 struct pass_out {
 	float *logits;
-	struct lynn_row_picks pk; /* the next chunk's rows: the pointers moved on */
+	struct lynn_row_picks pk; /* the next chunk's rows: the pointers moved on (not pk.logits) */
 	bool picks;
+	int64_t w0; /* the wanted rows of the chunks before */
 };
 
 static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs, const int32_t *ids,
@@ -2151,6 +2152,13 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	for (int64_t i = 0; picks && !rc && i < nw; i++)
 		unpack_picks(picks + (size_t)i * rec, p.topk, &o->pk, i);
 	free(picks);
+	/* the rows whose sampler cannot pick from the candidates: their logits,
+	 * while this chunk's are still here */
+	for (int64_t i = 0; !rc && o->picks && o->pk.need_logits && i < nw; i++)
+		if (o->pk.need_logits(o->pk.ud, o->w0 + i) &&
+		    cudaMemcpy(o->pk.logits + (size_t)(o->w0 + i) * m->V, s->logits + (size_t)i * m->V,
+			       (size_t)m->V * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+			rc = lynn_errf(err, -LYNN_ECUDA, "cuda: copying a row's logits back failed");
 	if (rc)
 		return rc;
 	*n_out = nw;
@@ -2169,6 +2177,7 @@ static int forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs
 		}
 		if (o.logits)
 			o.logits += nw * m->V;
+		o.w0 += nw;
 		if (o.picks) {
 			struct lynn_row_picks *k = &o.pk;
 			k->greedy += nw;
@@ -2188,14 +2197,14 @@ static int forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs
 extern "C" int lynn_cuda_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
 				 const int32_t *ids, const bool *want, float *logits, struct lynn_err *err)
 {
-	return forward(m, n, seqs, ids, want, pass_out{ logits, {}, false }, err);
+	return forward(m, n, seqs, ids, want, pass_out{ logits, {}, false, 0 }, err);
 }
 
 extern "C" int lynn_cuda_forward_picks(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
 				       const int32_t *ids, const bool *want, const struct lynn_row_picks *pk,
 				       struct lynn_err *err)
 {
-	return forward(m, n, seqs, ids, want, pass_out{ NULL, *pk, true }, err);
+	return forward(m, n, seqs, ids, want, pass_out{ NULL, *pk, true, 0 }, err);
 }
 
 /* The device's picks over host logits (the kernels' test against

@@ -747,6 +747,100 @@ START_TEST(test_sampler_penalties)
 }
 END_TEST
 
+/* lynn_sampler_sample_edited_top (the device path's picks under penalties
+ * that only lower logits) draws what lynn_sampler_sample draws from the
+ * whole edited vocabulary, seed for seed, from the 64 best raw logits,
+ * greedy and top-k; says -2 (and draws nothing) where a token outside
+ * could take a place; refuses edits that can raise a logit. */
+START_TEST(test_sampler_edited_top)
+{
+	enum { V = 400, K = 64 };
+	struct lynn_err err = { 0 };
+	float *lg = malloc(V * sizeof *lg), cx[K];
+	int32_t cid[K], *ord = malloc(V * sizeof *ord);
+	const int32_t bid[3] = { 5, 17, 250 };
+	const float bv[3] = { -1.0f, -0.25f, -4.0f };
+	int decided = 0, undecided = 0;
+	for (int setting = 0; setting < 3; setting++)
+		for (uint64_t seed = 1; seed <= 12; seed++) {
+			struct lynn_sample_params p;
+			lynn_sample_params_init(&p);
+			p.temperature = setting == 0 ? 0.0f : setting == 1 ? 0.8f : 1.3f;
+			p.top_k = setting == 0 ? 0 : setting == 1 ? 20 : 64;
+			p.top_p = setting == 1 ? 0.9f : 1.0f;
+			p.repetition_penalty = 1.2f;
+			p.presence_penalty = seed % 3 == 0 ? 3.0f : 0.7f;
+			p.frequency_penalty = 0.4f;
+			p.n_bias = 3;
+			p.bias_ids = bid;
+			p.bias = bv;
+			p.seed = seed;
+			ck_assert(lynn_sample_edits_lower(&p));
+			struct lynn_sampler *a = lynn_sampler_create(&p, V, &err), *b = lynn_sampler_create(&p, V, &err);
+			ck_assert(a && b);
+			const int32_t prompt[3] = { 1, 2, 3 };
+			lynn_sampler_seen(a, prompt, 3, false, &err);
+			lynn_sampler_seen(b, prompt, 3, false, &err);
+			for (int step = 0; step < 40; step++) {
+				uint64_t x = seed * 1000 + (uint64_t)step * 7919;
+				for (int i = 0; i < V; i++) { /* a few clear leaders over a tail */
+					x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+					lg[i] = (float)((double)(x >> 11) * 0x1.0p-53 * 4.0) + (i % 37 == 0 ? 4.0f : 0.0f);
+				}
+				/* the 64 best raw logits in order (by logit, lower id first) */
+				for (int i = 0; i < V; i++)
+					ord[i] = i;
+				for (int i = 0; i < K; i++)
+					for (int j = i + 1; j < V; j++)
+						if (lg[ord[j]] > lg[ord[i]] || (lg[ord[j]] == lg[ord[i]] && ord[j] < ord[i])) {
+							int32_t t = ord[i];
+							ord[i] = ord[j];
+							ord[j] = t;
+						}
+				for (int i = 0; i < K; i++) {
+					cid[i] = ord[i];
+					cx[i] = lg[ord[i]];
+				}
+				const int32_t can = lynn_sampler_sample_edited_top(a, cx, cid, K, false, false);
+				ck_assert(can == 0 || can == -2);
+				int32_t ta, tb = lynn_sampler_sample(b, lg);
+				if (can == 0) {
+					ta = lynn_sampler_sample_edited_top(a, cx, cid, K, false, true);
+					decided++;
+				} else {
+					ta = lynn_sampler_sample(a, lg); /* the row's logits */
+					undecided++;
+				}
+				ck_assert_msg(ta == tb, "setting %d seed %d step %d: %d vs %d", setting, (int)seed, step, ta, tb);
+				ck_assert_int_eq(lynn_sampler_seen(a, &ta, 1, true, &err), 0);
+				ck_assert_int_eq(lynn_sampler_seen(b, &tb, 1, true, &err), 0);
+			}
+			lynn_sampler_free(a);
+			lynn_sampler_free(b);
+		}
+	ck_assert_int_gt(decided, 100);
+	ck_assert_int_gt(undecided, 5);
+	/* edits that can raise a logit, and candidates out of order, are refused */
+	struct lynn_sample_params q;
+	lynn_sample_params_init(&q);
+	q.top_k = 5;
+	q.temperature = 1.0f;
+	q.presence_penalty = -0.5f;
+	ck_assert(!lynn_sample_edits_lower(&q));
+	struct lynn_sampler *s = lynn_sampler_create(&q, V, &err);
+	ck_assert_int_eq(lynn_sampler_sample_edited_top(s, cx, cid, K, false, true), -1);
+	lynn_sampler_free(s);
+	q.presence_penalty = 0.5f;
+	s = lynn_sampler_create(&q, V, &err);
+	const float bad_x[2] = { 1.0f, 2.0f };
+	const int32_t bad_id[2] = { 0, 1 };
+	ck_assert_int_eq(lynn_sampler_sample_edited_top(s, bad_x, bad_id, 2, true, true), -1);
+	lynn_sampler_free(s);
+	free(lg);
+	free(ord);
+}
+END_TEST
+
 /* The engine's greedy generation with penalties and a logit bias against
  * transformers' generate (tests/tools/gen_penalty_fixtures.py: its
  * repetition_penalty and sequence_bias, and OpenAI's presence and
@@ -925,7 +1019,7 @@ START_TEST(test_forward_picks_args)
 		      { 0, 0.0f, -LYNN_EUNSUPPORTED } };
 	ck_assert(!lynn_model_picks_on_device(m));
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		struct lynn_row_picks pk = { &cases[i].k, &cases[i].t, greedy, fin, nc, cid, cx };
+		struct lynn_row_picks pk = { &cases[i].k, &cases[i].t, greedy, fin, nc, cid, cx, NULL, NULL, NULL };
 		lynn_err_clear(&err);
 		ck_assert_int_eq(lynn_model_forward_picks(m, 2, seqs, ids, want, &pk, &err), cases[i].rc);
 		if (cases[i].rc == -LYNN_EINVAL)
@@ -1396,7 +1490,7 @@ START_TEST(test_cuda_topk_candidates)
 	bool fin[R];
 	int nc[R];
 	float cx[R * K];
-	struct lynn_row_picks pk = { ks, ts, gr, fin, nc, cid, cx };
+	struct lynn_row_picks pk = { ks, ts, gr, fin, nc, cid, cx, NULL, NULL, NULL };
 	ck_assert_int_eq(lynn_cuda_picks(lg, R, V, &pk, &err), 0);
 	for (int r = 0; r < R; r++) {
 		const float *row = lg + (size_t)r * V;
@@ -1461,6 +1555,52 @@ START_TEST(test_cuda_engine_topk)
 				go.sample.top_k = set[si].k;
 				go.sample.top_p = set[si].top_p;
 				go.sample.min_p = set[si].min_p;
+				go.sample.seed = seed;
+				ck_assert_int_eq(lynn_engine_generate(e, prompt, 4, &go, &r[lp], &err), 0);
+			}
+			ck_assert_int_eq(r[0].ids.n, r[1].ids.n);
+			for (size_t k = 0; k < r[0].ids.n; k++)
+				ck_assert_msg(r[0].ids.ids[k] == r[1].ids.ids[k], "setting %zu seed %d token %zu: %d on "
+					      "the device, %d on the host", si, (int)seed, k, r[0].ids.ids[k], r[1].ids.ids[k]);
+			lynn_gen_result_release(&r[0]);
+			lynn_gen_result_release(&r[1]);
+		}
+	lynn_engine_close(e);
+}
+END_TEST
+
+/* With penalties and a bias, the engine's picks from the device's 64 best
+ * raw candidates (edited on the host, the row's logits fetched where they
+ * cannot tell) give the host path's tokens (logprobs asked for: every
+ * logit comes back), greedy and top-k, seed for seed; and with a negative
+ * presence penalty (which can raise a token: the host path for both). */
+START_TEST(test_cuda_engine_penalties)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_engine *e = open_cuda_engine(models[_i]);
+	if (!e)
+		return;
+	static const struct {
+		float t, rep, pres, freq;
+		int k;
+	} set[] = { { 0, 1.3f, 0, 0, 0 },      { 0, 1, 1.5f, 0.5f, 0 },    { 0.7f, 1, 1.5f, 0, 20 },
+		    { 1.2f, 1.2f, 0.8f, 0.3f, 64 }, { 0.7f, 1, -1.0f, 0, 20 } };
+	const int32_t prompt[4] = { 3, 17, 200, 41 }, bid[2] = { 7, 459 };
+	const float bv[2] = { -2.0f, -0.5f };
+	for (size_t si = 0; si < sizeof set / sizeof set[0]; si++)
+		for (uint64_t seed = 1; seed <= 2; seed++) {
+			struct lynn_gen_result r[2];
+			for (int lp = 0; lp < 2; lp++) {
+				struct lynn_gen_opts go = { .max_tokens = 40, .ignore_eos = true, .logprobs = lp };
+				lynn_sample_params_init(&go.sample);
+				go.sample.temperature = set[si].t;
+				go.sample.top_k = set[si].k;
+				go.sample.repetition_penalty = set[si].rep;
+				go.sample.presence_penalty = set[si].pres;
+				go.sample.frequency_penalty = set[si].freq;
+				go.sample.n_bias = seed == 2 ? 2 : 0;
+				go.sample.bias_ids = bid;
+				go.sample.bias = bv;
 				go.sample.seed = seed;
 				ck_assert_int_eq(lynn_engine_generate(e, prompt, 4, &go, &r[lp], &err), 0);
 			}
@@ -1548,6 +1688,7 @@ Suite *model_suite(void)
 	tcase_add_test(tc, test_sampler_nucleus);
 	tcase_add_test(tc, test_sampler_top_candidates);
 	tcase_add_test(tc, test_sampler_penalties);
+	tcase_add_test(tc, test_sampler_edited_top);
 	tcase_add_loop_test(tc, test_penalties_match_hf, 0, 4);
 	tcase_add_test(tc, test_forward_picks_args);
 	tcase_add_test(tc, test_lora_hook);
@@ -1565,6 +1706,7 @@ Suite *model_suite(void)
 	tcase_add_test(tg, test_cuda_topk_candidates);
 	tcase_add_loop_test(tg, test_cuda_engine_topk, 0, 4);
 	tcase_add_loop_test(tg, test_cuda_penalties, 0, 4);
+	tcase_add_loop_test(tg, test_cuda_engine_penalties, 0, 4);
 #endif
 	suite_add_tcase(s, tg);
 	return s;

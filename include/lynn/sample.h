@@ -48,6 +48,10 @@ struct lynn_sampler;
  * sampler then needs the logits of the whole vocabulary, and for the
  * penalties what came before (lynn_sampler_seen). */
 bool lynn_sample_edits_logits(const struct lynn_sample_params *p);
+/* Whether p's edits can only lower a logit (presence and frequency >= 0,
+ * repetition off or >= 1, every bias <= 0): then the best edited logits
+ * are among the best raw ones (lynn_sampler_sample_edited_top). */
+bool lynn_sample_edits_lower(const struct lynn_sample_params *p);
 
 /* Checks the parameters (-LYNN_EINVAL naming the bad one: top_p in (0,1],
  * min_p in [0,1), top_k >= 0, repetition_penalty >= 0, the penalties
@@ -78,6 +82,19 @@ void lynn_sampler_penalize(const struct lynn_sampler *s, const float *logits, fl
  * not a top-k one or the candidates are not in that order (n < 1,
  * n > top_k) or edits the logits (lynn_sample_edits_logits). */
 int32_t lynn_sampler_sample_top(struct lynn_sampler *s, const float *x, const int32_t *ids, int n);
+/* For a sampler whose edits only lower logits (lynn_sample_edits_lower),
+ * greedy or top-k: x and ids are the n largest raw logits of the
+ * vocabulary in lynn_sampler_sample_top's order (by logit; at temperature
+ * 1 for a greedy sampler), `complete` when they are all of its finite
+ * ones. The sampler edits them and returns the token lynn_sampler_sample
+ * would draw from the whole vocabulary's logits (the same token and
+ * generator state), or, with no draw made, -2 when they cannot tell
+ * (fewer than top_k - or 1, greedy - stay above the n-th raw logit once
+ * edited, and a token outside could take a place), and -1 for a sampler
+ * or candidates this does not apply to. draw = false only answers whether
+ * they can tell (0 or -2). */
+int32_t lynn_sampler_sample_edited_top(struct lynn_sampler *s, const float *x, const int32_t *ids, int n,
+				       bool complete, bool draw);
 /* argmax (lowest index on ties). */
 int32_t lynn_sample_greedy(const float *logits, int n);
 /* The largest non-NaN value of v[0, n) (-inf if none), in 8 independent

@@ -401,6 +401,32 @@ static void pick_row(void *ud, int64_t i, int tid)
 	p->id = lynn_sampler_sample(p->g->smp, p->logits);
 }
 
+/* A gen whose sampler edits the logits (penalties, bias) and picks on the
+ * device from the 64 best raw candidates (lynn_sampler_sample_edited_top) */
+static bool edits_on_device(const struct lynn_gen *g)
+{
+	return lynn_sample_edits_logits(&g->opts.sample);
+}
+
+/* The wanted rows' gens, for need_logits */
+struct need_ctx {
+	struct lynn_gen *const *wg;
+	const struct lynn_row_picks *pk;
+};
+
+/* lynn_row_picks.need_logits: whether row w's sampler cannot pick from the
+ * device's candidates once it edits them, and needs the row's logits */
+static bool need_logits(void *ud, int64_t w)
+{
+	const struct need_ctx *c = ud;
+	const struct lynn_row_picks *pk = c->pk;
+	const int n = pk->n_cand[w];
+	return edits_on_device(c->wg[w]) && n > 0 &&
+	       lynn_sampler_sample_edited_top(c->wg[w]->smp, pk->cand_x + (size_t)w * LYNN_DEVICE_TOP_K,
+					       pk->cand_id + (size_t)w * LYNN_DEVICE_TOP_K, n,
+					       n < LYNN_DEVICE_TOP_K, false) == -2;
+}
+
 /* The token picked from this pass's logits (pick_row) taken by its gen. */
 static int gen_take(struct lynn_gen *g, const struct pick *pk, double now, struct lynn_err *err)
 {
@@ -459,8 +485,10 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	struct lynn_row_picks pk = { 0 }; /* what the device gives back instead (dev) */
 	int *top_k = NULL;                /* pk's inputs, a wanted row's sampling (dev_topk) */
 	float *temp = NULL;
-	bool dev = false, dev_topk = false;
+	bool dev = false, dev_topk = false, dev_edits = false;
 	struct pick *picks = NULL;
+	struct lynn_gen **wg = NULL; /* the wanted rows' gens (dev_edits) */
+	struct need_ctx nc = { NULL, &pk };
 	int rc = 0;
 
 	if (!take)
@@ -484,18 +512,23 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	if (!rows)
 		goto out;
 	/* every gen greedy or top-k (k <= LYNN_DEVICE_TOP_K), without logprobs,
-	 * penalties or a bias, on a model whose logits stay on a device: the
-	 * device picks (or finds the top-k candidates the sampler draws from),
-	 * and the logits never come back */
+	 * on a model whose logits stay on a device: the device picks (or finds
+	 * the top-k candidates the sampler draws from), and the logits never
+	 * come back. A gen with penalties or a bias that only lower logits
+	 * takes the LYNN_DEVICE_TOP_K best raw candidates, edits them and picks
+	 * from them; its row's logits come back only when they cannot tell
+	 * (need_logits). Other edits need every logit on the host. */
 	dev = n_want && lynn_model_picks_on_device(e->model);
 	for (size_t i = 0; dev && i < n; i++) {
 		const struct lynn_sample_params *sp = &g[i]->opts.sample;
-		const bool sampled = sp->temperature > 0.0f;
-		dev = g[i]->r.finish || (!g[i]->opts.logprobs && !lynn_sample_edits_logits(sp) &&
+		const bool sampled = sp->temperature > 0.0f, edits = lynn_sample_edits_logits(sp);
+		dev = g[i]->r.finish || (!g[i]->opts.logprobs && (!edits || lynn_sample_edits_lower(sp)) &&
 					 (!sampled || (sp->top_k > 0 && sp->top_k <= LYNN_DEVICE_TOP_K)));
-		dev_topk |= !g[i]->r.finish && sampled;
+		dev_topk |= !g[i]->r.finish && (sampled || edits);
+		dev_edits |= !g[i]->r.finish && edits;
 	}
 	dev_topk &= dev;
+	dev_edits &= dev;
 	seqs = malloc((size_t)rows * sizeof *seqs);
 	ids = malloc((size_t)rows * sizeof *ids);
 	want = malloc((size_t)rows * sizeof *want);
@@ -509,11 +542,18 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			pk.cand_id = malloc((size_t)n_want * LYNN_DEVICE_TOP_K * sizeof *pk.cand_id);
 			pk.cand_x = malloc((size_t)n_want * LYNN_DEVICE_TOP_K * sizeof *pk.cand_x);
 		}
+		if (dev_edits) { /* (pages of rows that need no logits stay untouched) */
+			pk.logits = malloc((size_t)n_want * (size_t)n_vocab * sizeof *pk.logits);
+			nc.wg = wg = malloc((size_t)n_want * sizeof *wg);
+			pk.need_logits = need_logits;
+			pk.ud = &nc;
+		}
 	} else if (n_want) {
 		logits = malloc((size_t)n_want * (size_t)n_vocab * sizeof *logits);
 	}
 	if (!seqs || !ids || !want || (n_want && !logits && !(pk.greedy && pk.finite)) ||
-	    (dev_topk && !(pk.top_k && pk.temperature && pk.n_cand && pk.cand_id && pk.cand_x))) {
+	    (dev_topk && !(pk.top_k && pk.temperature && pk.n_cand && pk.cand_id && pk.cand_x)) ||
+	    (dev_edits && !(pk.logits && wg))) {
 		rc = lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
 		goto out;
 	}
@@ -535,8 +575,17 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			want[r++] = true;
 		}
 		if (dev_topk && r > r0 && want[r - 1]) { /* its wanted row: how the device picks */
-			top_k[nw] = x->opts.sample.temperature > 0.0f ? x->opts.sample.top_k : 0;
-			temp[nw++] = x->opts.sample.temperature;
+			const struct lynn_sample_params *sp = &x->opts.sample;
+			const bool sampled = sp->temperature > 0.0f;
+			if (dev_edits)
+				wg[nw] = (struct lynn_gen *)x;
+			if (edits_on_device(x)) { /* the best raw logits (at temperature 1 for greedy) */
+				top_k[nw] = LYNN_DEVICE_TOP_K;
+				temp[nw++] = sampled ? sp->temperature : 1.0f;
+			} else {
+				top_k[nw] = sampled ? sp->top_k : 0;
+				temp[nw++] = sp->temperature;
+			}
 		}
 	}
 	rc = dev ? lynn_model_forward_picks(e->model, rows, seqs, ids, want, &pk, err)
@@ -562,8 +611,23 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 		picks[w] = dev ? (struct pick){ x, NULL, n_vocab, pk.greedy[w], pk.finite[w] }
 			       : (struct pick){ x, logits + (size_t)w * (size_t)n_vocab, n_vocab, 0, true };
 		/* a sampled row draws from its candidates (none: every logit -inf
-		 * or NaN, where the sampler takes the greedy pick too) */
-		if (dev_topk && pk.top_k[w] > 0 && pk.n_cand[w] > 0 &&
+		 * or NaN, where the sampler takes the greedy pick too); one that
+		 * edits them, from them or, where they cannot tell, from the
+		 * row's logits */
+		if (dev_edits && edits_on_device(x) && pk.n_cand[w] > 0) {
+			const float *cx = pk.cand_x + (size_t)w * LYNN_DEVICE_TOP_K;
+			const int32_t *ci = pk.cand_id + (size_t)w * LYNN_DEVICE_TOP_K;
+			const int nc_w = pk.n_cand[w];
+			picks[w].id = lynn_sampler_sample_edited_top(x->smp, cx, ci, nc_w, nc_w < LYNN_DEVICE_TOP_K,
+								     true);
+			if (picks[w].id == -2) /* need_logits brought them */
+				picks[w].id = lynn_sampler_sample(x->smp, pk.logits + (size_t)w * (size_t)n_vocab);
+			if (picks[w].id < 0) {
+				rc = lynn_errf(err, -LYNN_ECUDA, "engine: the device's candidates of row %lld are "
+					       "not in order", (long long)w);
+				goto out;
+			}
+		} else if (dev_topk && pk.top_k[w] > 0 && pk.n_cand[w] > 0 &&
 		    (picks[w].id = lynn_sampler_sample_top(x->smp, pk.cand_x + (size_t)w * LYNN_DEVICE_TOP_K,
 							   pk.cand_id + (size_t)w * LYNN_DEVICE_TOP_K,
 							   pk.n_cand[w])) < 0) {
@@ -594,6 +658,8 @@ out:
 	free(pk.n_cand);
 	free(pk.cand_id);
 	free(pk.cand_x);
+	free(pk.logits);
+	free(wg);
 	return rc;
 }
 

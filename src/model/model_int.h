@@ -140,6 +140,12 @@ struct lynn_row_picks {
 	int *n_cand;
 	int32_t *cand_id;
 	float *cand_x;
+	/* optional: asked once row w's picks are in (w counts the wanted rows
+	 * of the whole call); true: its logits are copied to logits + w * V
+	 * too (a sampler that could not pick from the candidates) */
+	bool (*need_logits)(void *ud, int64_t w);
+	void *ud;
+	float *logits;
 };
 
 /* lynn_model_forward with lynn_row_picks instead of the logits: on the

@@ -58,6 +58,17 @@ bool lynn_sample_edits_logits(const struct lynn_sample_params *p)
 	return penalized(p) || p->n_bias > 0;
 }
 
+bool lynn_sample_edits_lower(const struct lynn_sample_params *p)
+{
+	if (!(p->presence_penalty >= 0.0f && p->frequency_penalty >= 0.0f &&
+	      (p->repetition_penalty == 0.0f || p->repetition_penalty >= 1.0f)))
+		return false;
+	for (int i = 0; i < p->n_bias; i++)
+		if (!(p->bias[i] <= 0.0f))
+			return false;
+	return true;
+}
+
 static uint64_t splitmix64(uint64_t *x)
 {
 	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
@@ -188,30 +199,32 @@ int lynn_sampler_seen(struct lynn_sampler *s, const int32_t *ids, size_t n, bool
 	return 0;
 }
 
-/* Only the tokens biased and seen change: the bias, then repetition, then
- * frequency and presence (vLLM's order), in float as transformers and vLLM
- * compute them. */
+/* The penalties of a token seen before (seen: its SEEN_PROMPT and count)
+ * on x: repetition, then frequency and presence (vLLM's order), in float as
+ * transformers and vLLM compute them. */
+static float penalty(const struct lynn_sample_params *p, uint32_t seen, float x)
+{
+	const float r = p->repetition_penalty;
+	const uint32_t c = seen & SEEN_COUNT;
+	if (r != 0.0f && r != 1.0f)
+		x = x < 0.0f ? x * r : x / r;
+	if (c) {
+		x -= (float)c * p->frequency_penalty;
+		x -= p->presence_penalty;
+	}
+	return x;
+}
+
+/* Only the tokens biased and seen change: the bias, then the penalties. */
 void lynn_sampler_penalize(const struct lynn_sampler *s, const float *logits, float *out)
 {
 	const struct lynn_sample_params *p = &s->p;
-	const float r = p->repetition_penalty;
-	const bool rep = r != 0.0f && r != 1.0f;
 	if (out != logits)
 		memcpy(out, logits, (size_t)s->n * sizeof *out);
 	for (int i = 0; i < p->n_bias; i++)
 		out[s->bias_ids[i]] += s->bias[i];
-	for (int i = 0; i < s->n_seen; i++) {
-		const int32_t id = s->seen_ids[i];
-		const uint32_t c = s->seen[id] & SEEN_COUNT;
-		float x = out[id];
-		if (rep)
-			x = x < 0.0f ? x * r : x / r;
-		if (c) {
-			x -= (float)c * p->frequency_penalty;
-			x -= p->presence_penalty;
-		}
-		out[id] = x;
-	}
+	for (int i = 0; i < s->n_seen; i++)
+		out[s->seen_ids[i]] = penalty(p, s->seen[s->seen_ids[i]], out[s->seen_ids[i]]);
 }
 
 float lynn_max_f32(const float *v, int n)
@@ -627,3 +640,37 @@ int32_t lynn_sampler_sample_top(struct lynn_sampler *s, const float *x, const in
 	return draw(s, n);
 }
 
+
+/* The raw candidates, edited (bias, then penalties), in the order
+ * lynn_sampler_sample's top-k sorts: the edited top-k is among them when
+ * the k-th stays above the n-th raw logit (an edit only lowers, so a token
+ * outside, at most that raw logit, is below). */
+int32_t lynn_sampler_sample_edited_top(struct lynn_sampler *s, const float *x, const int32_t *ids, int n,
+				       bool complete, bool do_draw)
+{
+	const struct lynn_sample_params *p = &s->p;
+	const bool greedy = p->temperature <= 0.0f;
+	const float t = greedy ? 1.0f : p->temperature;
+	const int k = greedy ? 1 : p->top_k;
+	if (n < 1 || n > s->n || k <= 0 || !lynn_sample_edits_lower(p))
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (ids[i] < 0 || ids[i] >= s->n || !(x[i] > -INFINITY) ||
+		    (i > 0 && !(x[i - 1] > x[i] || (x[i - 1] == x[i] && ids[i - 1] < ids[i]))))
+			return -1;
+		float e = x[i];
+		for (int b = 0; b < p->n_bias; b++)
+			if (s->bias_ids[b] == ids[i])
+				e += s->bias[b];
+		if (s->seen && s->seen[ids[i]])
+			e = penalty(p, s->seen[ids[i]], e);
+		s->c[i] = (struct cand){ e, e / t, 0.0f, ids[i] };
+	}
+	qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand);
+	const int m = k < n ? k : n;
+	if (!complete && (m < k || !(s->c[m - 1].l > x[n - 1] / t)))
+		return -2;
+	if (!do_draw)
+		return 0;
+	return greedy ? s->c[0].id : draw(s, m);
+}
