@@ -1530,13 +1530,33 @@ static struct lynn_engine *open_cuda_engine(const char *dir)
 	return e;
 }
 
-/* The engine's top-k sampling on the CUDA runner (candidates found on the
- * device, the draw on the host) gives the tokens of the host path (logprobs
- * asked for: the logits come back and lynn_sampler_sample draws), seed for
- * seed, for Qwen's settings and others. */
-START_TEST(test_cuda_engine_topk)
+/* The engine on the CUDA runner gives the same tokens with sampling sp
+ * whether the device picks (or finds the candidates) or, with logprobs
+ * asked for, every logit comes back and the host picks. */
+static void device_equals_host(struct lynn_engine *e, const struct lynn_sample_params *sp, int max_tokens,
+			       const char *what)
 {
 	struct lynn_err err = { 0 };
+	const int32_t prompt[4] = { 3, 17, 200, 41 };
+	struct lynn_gen_result r[2];
+	for (int lp = 0; lp < 2; lp++) {
+		struct lynn_gen_opts go = { .max_tokens = max_tokens, .ignore_eos = true, .logprobs = lp,
+					    .sample = *sp };
+		ck_assert_int_eq(lynn_engine_generate(e, prompt, 4, &go, &r[lp], &err), 0);
+	}
+	ck_assert_int_eq(r[0].ids.n, r[1].ids.n);
+	for (size_t k = 0; k < r[0].ids.n; k++)
+		ck_assert_msg(r[0].ids.ids[k] == r[1].ids.ids[k], "%s seed %d token %zu: %d on the device, %d on the host",
+			      what, (int)sp->seed, k, r[0].ids.ids[k], r[1].ids.ids[k]);
+	lynn_gen_result_release(&r[0]);
+	lynn_gen_result_release(&r[1]);
+}
+
+/* The engine's top-k sampling on the CUDA runner (candidates found on the
+ * device, the draw on the host) gives the tokens of the host path, seed for
+ * seed. */
+START_TEST(test_cuda_engine_topk)
+{
 	struct lynn_engine *e = open_cuda_engine(models[_i]);
 	if (!e)
 		return;
@@ -1544,26 +1564,16 @@ START_TEST(test_cuda_engine_topk)
 		float t, top_p, min_p;
 		int k;
 	} set[] = { { 0.7f, 0.8f, 0.0f, 20 }, { 1.0f, 1.0f, 0.0f, 64 }, { 1.5f, 0.95f, 0.05f, 5 } };
-	const int32_t prompt[4] = { 3, 17, 200, 41 };
 	for (size_t si = 0; si < sizeof set / sizeof set[0]; si++)
 		for (uint64_t seed = 1; seed <= 3; seed++) {
-			struct lynn_gen_result r[2];
-			for (int lp = 0; lp < 2; lp++) {
-				struct lynn_gen_opts go = { .max_tokens = 24, .ignore_eos = true, .logprobs = lp };
-				lynn_sample_params_init(&go.sample);
-				go.sample.temperature = set[si].t;
-				go.sample.top_k = set[si].k;
-				go.sample.top_p = set[si].top_p;
-				go.sample.min_p = set[si].min_p;
-				go.sample.seed = seed;
-				ck_assert_int_eq(lynn_engine_generate(e, prompt, 4, &go, &r[lp], &err), 0);
-			}
-			ck_assert_int_eq(r[0].ids.n, r[1].ids.n);
-			for (size_t k = 0; k < r[0].ids.n; k++)
-				ck_assert_msg(r[0].ids.ids[k] == r[1].ids.ids[k], "setting %zu seed %d token %zu: %d on "
-					      "the device, %d on the host", si, (int)seed, k, r[0].ids.ids[k], r[1].ids.ids[k]);
-			lynn_gen_result_release(&r[0]);
-			lynn_gen_result_release(&r[1]);
+			struct lynn_sample_params sp;
+			lynn_sample_params_init(&sp);
+			sp.temperature = set[si].t;
+			sp.top_k = set[si].k;
+			sp.top_p = set[si].top_p;
+			sp.min_p = set[si].min_p;
+			sp.seed = seed;
+			device_equals_host(e, &sp, 24, "top-k");
 		}
 	lynn_engine_close(e);
 }
@@ -1571,12 +1581,11 @@ END_TEST
 
 /* With penalties and a bias, the engine's picks from the device's 64 best
  * raw candidates (edited on the host, the row's logits fetched where they
- * cannot tell) give the host path's tokens (logprobs asked for: every
- * logit comes back), greedy and top-k, seed for seed; and with a negative
- * presence penalty (which can raise a token: the host path for both). */
+ * cannot tell) give the host path's tokens, greedy and top-k, seed for
+ * seed; and with a negative presence penalty (which can raise a token:
+ * the host path for both). */
 START_TEST(test_cuda_engine_penalties)
 {
-	struct lynn_err err = { 0 };
 	struct lynn_engine *e = open_cuda_engine(models[_i]);
 	if (!e)
 		return;
@@ -1585,31 +1594,22 @@ START_TEST(test_cuda_engine_penalties)
 		int k;
 	} set[] = { { 0, 1.3f, 0, 0, 0 },      { 0, 1, 1.5f, 0.5f, 0 },    { 0.7f, 1, 1.5f, 0, 20 },
 		    { 1.2f, 1.2f, 0.8f, 0.3f, 64 }, { 0.7f, 1, -1.0f, 0, 20 } };
-	const int32_t prompt[4] = { 3, 17, 200, 41 }, bid[2] = { 7, 459 };
+	const int32_t bid[2] = { 7, 459 };
 	const float bv[2] = { -2.0f, -0.5f };
 	for (size_t si = 0; si < sizeof set / sizeof set[0]; si++)
 		for (uint64_t seed = 1; seed <= 2; seed++) {
-			struct lynn_gen_result r[2];
-			for (int lp = 0; lp < 2; lp++) {
-				struct lynn_gen_opts go = { .max_tokens = 40, .ignore_eos = true, .logprobs = lp };
-				lynn_sample_params_init(&go.sample);
-				go.sample.temperature = set[si].t;
-				go.sample.top_k = set[si].k;
-				go.sample.repetition_penalty = set[si].rep;
-				go.sample.presence_penalty = set[si].pres;
-				go.sample.frequency_penalty = set[si].freq;
-				go.sample.n_bias = seed == 2 ? 2 : 0;
-				go.sample.bias_ids = bid;
-				go.sample.bias = bv;
-				go.sample.seed = seed;
-				ck_assert_int_eq(lynn_engine_generate(e, prompt, 4, &go, &r[lp], &err), 0);
-			}
-			ck_assert_int_eq(r[0].ids.n, r[1].ids.n);
-			for (size_t k = 0; k < r[0].ids.n; k++)
-				ck_assert_msg(r[0].ids.ids[k] == r[1].ids.ids[k], "setting %zu seed %d token %zu: %d on "
-					      "the device, %d on the host", si, (int)seed, k, r[0].ids.ids[k], r[1].ids.ids[k]);
-			lynn_gen_result_release(&r[0]);
-			lynn_gen_result_release(&r[1]);
+			struct lynn_sample_params sp;
+			lynn_sample_params_init(&sp);
+			sp.temperature = set[si].t;
+			sp.top_k = set[si].k;
+			sp.repetition_penalty = set[si].rep;
+			sp.presence_penalty = set[si].pres;
+			sp.frequency_penalty = set[si].freq;
+			sp.n_bias = seed == 2 ? 2 : 0;
+			sp.bias_ids = bid;
+			sp.bias = bv;
+			sp.seed = seed;
+			device_equals_host(e, &sp, 40, "penalties");
 		}
 	lynn_engine_close(e);
 }

@@ -84,17 +84,17 @@ void lynn_sampler_penalize(const struct lynn_sampler *s, const float *logits, fl
 int32_t lynn_sampler_sample_top(struct lynn_sampler *s, const float *x, const int32_t *ids, int n);
 /* For a sampler whose edits only lower logits (lynn_sample_edits_lower),
  * greedy or top-k: x and ids are the n largest raw logits of the
- * vocabulary in lynn_sampler_sample_top's order (by logit; at temperature
- * 1 for a greedy sampler), `complete` when they are all of its finite
- * ones. The sampler edits them and returns the token lynn_sampler_sample
- * would draw from the whole vocabulary's logits (the same token and
- * generator state), or, with no draw made, -2 when they cannot tell
- * (fewer than top_k - or 1, greedy - stay above the n-th raw logit once
- * edited, and a token outside could take a place), and -1 for a sampler
- * or candidates this does not apply to. draw = false only answers whether
- * they can tell (0 or -2). */
+ * vocabulary in lynn_sampler_sample_top's order (by logit / temperature;
+ * temperature 1 for a greedy sampler), `complete` when they are all of its
+ * finite ones. The sampler edits them and returns the token
+ * lynn_sampler_sample would draw from the whole vocabulary's logits (the
+ * same token and generator state), or, with no draw made, -2 when they
+ * cannot tell (fewer than top_k - or 1, greedy - stay above the n-th raw
+ * one once edited, and a token outside could take a place), and -1 for a
+ * sampler or candidates this does not apply to. do_draw = false only
+ * answers whether they can tell (0 or -2). */
 int32_t lynn_sampler_sample_edited_top(struct lynn_sampler *s, const float *x, const int32_t *ids, int n,
-				       bool complete, bool draw);
+				       bool complete, bool do_draw);
 /* argmax (lowest index on ties). */
 int32_t lynn_sample_greedy(const float *logits, int n);
 /* The largest non-NaN value of v[0, n) (-inf if none), in 8 independent

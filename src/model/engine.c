@@ -401,13 +401,6 @@ static void pick_row(void *ud, int64_t i, int tid)
 	p->id = lynn_sampler_sample(p->g->smp, p->logits);
 }
 
-/* A gen whose sampler edits the logits (penalties, bias) and picks on the
- * device from the 64 best raw candidates (lynn_sampler_sample_edited_top) */
-static bool edits_on_device(const struct lynn_gen *g)
-{
-	return lynn_sample_edits_logits(&g->opts.sample);
-}
-
 /* The wanted rows' gens, for need_logits */
 struct need_ctx {
 	struct lynn_gen *const *wg;
@@ -421,7 +414,7 @@ static bool need_logits(void *ud, int64_t w)
 	const struct need_ctx *c = ud;
 	const struct lynn_row_picks *pk = c->pk;
 	const int n = pk->n_cand[w];
-	return edits_on_device(c->wg[w]) && n > 0 &&
+	return lynn_sample_edits_logits(&c->wg[w]->opts.sample) && n > 0 &&
 	       lynn_sampler_sample_edited_top(c->wg[w]->smp, pk->cand_x + (size_t)w * LYNN_DEVICE_TOP_K,
 					       pk->cand_id + (size_t)w * LYNN_DEVICE_TOP_K, n,
 					       n < LYNN_DEVICE_TOP_K, false) == -2;
@@ -578,8 +571,8 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			const struct lynn_sample_params *sp = &x->opts.sample;
 			const bool sampled = sp->temperature > 0.0f;
 			if (dev_edits)
-				wg[nw] = (struct lynn_gen *)x;
-			if (edits_on_device(x)) { /* the best raw logits (at temperature 1 for greedy) */
+				wg[nw] = g[i];
+			if (lynn_sample_edits_logits(sp)) { /* the best raw logits (at temperature 1 for greedy) */
 				top_k[nw] = LYNN_DEVICE_TOP_K;
 				temp[nw++] = sampled ? sp->temperature : 1.0f;
 			} else {
@@ -614,7 +607,7 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 		 * or NaN, where the sampler takes the greedy pick too); one that
 		 * edits them, from them or, where they cannot tell, from the
 		 * row's logits */
-		if (dev_edits && edits_on_device(x) && pk.n_cand[w] > 0) {
+		if (dev_edits && lynn_sample_edits_logits(&x->opts.sample) && pk.n_cand[w] > 0) {
 			const float *cx = pk.cand_x + (size_t)w * LYNN_DEVICE_TOP_K;
 			const int32_t *ci = pk.cand_id + (size_t)w * LYNN_DEVICE_TOP_K;
 			const int nc_w = pk.n_cand[w];

@@ -640,7 +640,6 @@ int32_t lynn_sampler_sample_top(struct lynn_sampler *s, const float *x, const in
 	return draw(s, n);
 }
 
-
 /* The raw candidates, edited (bias, then penalties), in the order
  * lynn_sampler_sample's top-k sorts: the edited top-k is among them when
  * the k-th stays above the n-th raw logit (an edit only lowers, so a token
@@ -655,8 +654,9 @@ int32_t lynn_sampler_sample_edited_top(struct lynn_sampler *s, const float *x, c
 	if (n < 1 || n > s->n || k <= 0 || !lynn_sample_edits_lower(p))
 		return -1;
 	for (int i = 0; i < n; i++) {
+		/* in the device's order: by logit / temperature, lower id first */
 		if (ids[i] < 0 || ids[i] >= s->n || !(x[i] > -INFINITY) ||
-		    (i > 0 && !(x[i - 1] > x[i] || (x[i - 1] == x[i] && ids[i - 1] < ids[i]))))
+		    (i > 0 && !(x[i - 1] / t > x[i] / t || (x[i - 1] / t == x[i] / t && ids[i - 1] < ids[i]))))
 			return -1;
 		float e = x[i];
 		for (int b = 0; b < p->n_bias; b++)
