@@ -1657,8 +1657,9 @@ START_TEST(test_cuda_engine_greedy)
 }
 END_TEST
 
-/* The same penalties on the CUDA runner (the logits come back; the host
- * penalizes and picks). */
+/* The same cases on the CUDA runner: picks from the device's candidates,
+ * edited on the host, where the penalties and bias only lower logits;
+ * from the logits brought back otherwise (repetition 0.7, presence -1). */
 START_TEST(test_cuda_penalties)
 {
 	struct lynn_engine *e = open_cuda_engine(models[_i]);
