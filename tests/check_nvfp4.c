@@ -608,6 +608,24 @@ START_TEST(test_quantize_bad_input)
 	r = tu_lynn(cmd, NULL, NULL);
 	ck_assert_msg(r.status == 0, "%s", r.err);
 	tu_run_free(&r);
+	/* "re:" as compressed-tensors reads its lists: Python's syntax (\\d),
+	 * matched from the start of the name only */
+	static const struct {
+		const char *pattern, *module;
+		bool ignored;
+	} pats[] = {
+		{ "re:.*layers\\.\\d+\\.mlp\\.shared_expert\\.up_proj$", "model.layers.12.mlp.shared_expert.up_proj", true },
+		{ "re:.*layers\\.\\d+\\.mlp\\.shared_expert\\.up_proj$", "model.layers.x.mlp.shared_expert.up_proj", false },
+		{ "re:linear_attn", "model.layers.0.linear_attn.out_proj", false },
+		{ "re:model\\.layers\\.0\\.", "model.layers.0.linear_attn.out_proj", true },
+		{ "re:(?:.*\\.)?out_proj", "model.layers.0.linear_attn.out_proj", true },
+		{ "*.out_proj", "model.layers.0.linear_attn.out_proj", true },
+	};
+	for (size_t i = 0; i < sizeof pats / sizeof *pats; i++) {
+		struct lynn_quantize_opts qo = { .ignore = &pats[i].pattern, .n_ignore = 1 };
+		ck_assert_msg(lynn_nvfp4_rtn_wants(pats[i].module, &qo) == !pats[i].ignored, "%s on %s",
+			      pats[i].pattern, pats[i].module);
+	}
 	struct lynn_err err = { 0 };
 	struct lynn_ckpt *c = lynn_ckpt_open(q, &err);
 	ck_assert(c != NULL);

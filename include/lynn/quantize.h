@@ -27,8 +27,9 @@
 struct lynn_quantize_opts {
 	enum lynn_nvfp4_format format;   /* CT (default) or MODELOPT */
 	const char *const *ignore;       /* extra patterns: fnmatch wildcards, or
-					  * "re:REGEX" (POSIX extended), matched
-					  * against the module name ("model.layers.3.mlp.gate") */
+					  * "re:REGEX" (lynn_re: matched from the start,
+					  * as compressed-tensors' re.match), against the
+					  * module name ("model.layers.3.mlp.gate") */
 	int n_ignore;
 	bool force;                      /* replace a non-empty OUT_DIR */
 	uint64_t max_shard_bytes;        /* 0: 5 GB, as Hugging Face */

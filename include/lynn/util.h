@@ -22,6 +22,16 @@ int lynn_parse_ids(const char *s, int32_t **ids, size_t *n, struct lynn_err *err
 /* Does s end with suffix? */
 bool lynn_str_ends_with(const char *s, const char *suffix);
 
+/* The "re:" entries of module lists (compressed-tensors' targets and
+ * ignore, lynn quantize --ignore): a regular expression (PCRE2, Python's
+ * syntax for what such lists use) matched from the start of the module
+ * name, as Python's re.match. Compile returns NULL with the reason in msg
+ * (cap bytes). */
+struct lynn_re;
+struct lynn_re *lynn_re_compile(const char *pattern, char *msg, size_t cap);
+bool lynn_re_match(const struct lynn_re *re, const char *s);
+void lynn_re_free(struct lynn_re *re);
+
 /* Levenshtein distance between two short ASCII strings. */
 int lynn_edit_distance(const char *a, const char *b);
 

@@ -1,12 +1,17 @@
-/* util.c - sizes, id lists, edit distance, name index (include/lynn/util.h). */
+/* util.c - sizes, id lists, edit distance, name index, module-list regexes
+ * (include/lynn/util.h). */
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "lynn/util.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include <pcre2.h>
 
 int lynn_parse_size(const char *s, uint64_t *out, struct lynn_err *err)
 {
@@ -165,4 +170,42 @@ int64_t lynn_name_index_get(const struct lynn_name_index *ix, const char *name)
 		h = (h + 1) & ix->mask;
 	}
 	return -1;
+}
+
+struct lynn_re {
+	pcre2_code *code;
+};
+
+struct lynn_re *lynn_re_compile(const char *pattern, char *msg, size_t cap)
+{
+	int ec;
+	PCRE2_SIZE off;
+	struct lynn_re *re = calloc(1, sizeof *re);
+	if (!re) {
+		snprintf(msg, cap, "out of memory");
+		return NULL;
+	}
+	if (!(re->code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &off, NULL))) {
+		PCRE2_UCHAR m[120];
+		pcre2_get_error_message(ec, m, sizeof m);
+		snprintf(msg, cap, "%s at offset %zu", (const char *)m, (size_t)off);
+		free(re);
+		return NULL;
+	}
+	return re;
+}
+
+bool lynn_re_match(const struct lynn_re *re, const char *s)
+{
+	pcre2_match_data *md = pcre2_match_data_create_from_pattern(re->code, NULL);
+	int rc = md ? pcre2_match(re->code, (PCRE2_SPTR)s, strlen(s), 0, PCRE2_ANCHORED, md, NULL) : -1;
+	pcre2_match_data_free(md);
+	return rc >= 0;
+}
+
+void lynn_re_free(struct lynn_re *re)
+{
+	if (re)
+		pcre2_code_free(re->code);
+	free(re);
 }

@@ -11,15 +11,13 @@
  *
  * Matching follows compressed-tensors (utils/match.py): an entry is a
  * module name (equal), "re:" + a regular expression (Python's re.match:
- * anchored at the start only; PCRE2 here), or a module class name, of which
+ * anchored at the start only; lynn_re), or a module class name, of which
  * "Linear" (every linear layer) is known; ModelOpt's entries are fnmatch
  * wildcards. Another class name makes the plan undecidable for the modules
  * it might cover, which are then not cross-checked.
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include <ctype.h>
 #include <fnmatch.h>
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +35,8 @@ enum qc_kind {
 };
 
 struct qc_entry {
-	const char *s;   /* the entry as written (borrowed from the JSON) */
-	pcre2_code *re;  /* "re:" entries */
+	const char *s;     /* the entry as written (borrowed from the JSON) */
+	struct lynn_re *re; /* "re:" entries */
 	bool class_name; /* a class other than Linear */
 };
 
@@ -56,7 +54,6 @@ struct pack_qcfg {
 	cJSON *json;     /* the file the entries come from */
 	struct qc_entry *targets, *ignore;
 	int n_targets, n_ignore;
-	pcre2_match_data *md;
 	int64_t n_checked, n_undecided;
 	struct qc_tally plain_but_quant, quant_but_plain, other_convention;
 };
@@ -94,14 +91,10 @@ static bool load_entries(struct pack_qcfg *q, struct pack_gate *g, const cJSON *
 		}
 		e->s = it->valuestring;
 		if (!strncmp(e->s, "re:", 3)) {
-			int code;
-			PCRE2_SIZE off;
-			e->re = pcre2_compile((PCRE2_SPTR)e->s + 3, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &code, &off, NULL);
-			if (!e->re) {
-				PCRE2_UCHAR msg[120];
-				pcre2_get_error_message(code, msg, sizeof msg);
-				pack_reason(g, "%s: '%s' entry '%.80s': not a regular expression (%s at offset %zu)",
-					    q->source, field, e->s, (const char *)msg, (size_t)off);
+			char msg[160];
+			if (!(e->re = lynn_re_compile(e->s + 3, msg, sizeof msg))) {
+				pack_reason(g, "%s: '%s' entry '%.80s': not a regular expression (%s)", q->source,
+					    field, e->s, msg);
 				*n_out = n;
 				return false;
 			}
@@ -167,7 +160,7 @@ static void load_ct(struct pack_qcfg *q, struct pack_gate *g, const cJSON *qc)
 		if (!load_entries(q, g, cJSON_GetObjectItemCaseSensitive(grp, "targets"), "config_groups.*.targets", &e,
 				  &k)) {
 			for (int i = 0; e && i < k; i++)
-				pcre2_code_free(e[i].re);
+				lynn_re_free(e[i].re);
 			free(e);
 			unchecked(q, "a bad targets list", NULL);
 			return;
@@ -250,13 +243,10 @@ struct pack_qcfg *pack_qcfg_load(const char *dir, struct pack_gate *g)
 
 /* entry e covers module (a linear layer when is_linear): 1 yes, 0 no, -1
  * cannot tell (a class name) */
-static int covers(struct pack_qcfg *q, const struct qc_entry *e, const char *module, bool is_linear)
+static int covers(const struct pack_qcfg *q, const struct qc_entry *e, const char *module, bool is_linear)
 {
-	if (e->re) {
-		if (!q->md && !(q->md = pcre2_match_data_create(4, NULL)))
-			return -1;
-		return pcre2_match(e->re, (PCRE2_SPTR)module, strlen(module), 0, PCRE2_ANCHORED, q->md, NULL) >= 0;
-	}
+	if (e->re)
+		return lynn_re_match(e->re, module);
 	if (q->kind == QC_MODELOPT)
 		return fnmatch(e->s, module, 0) == 0;
 	if (!strcmp(e->s, module) || (is_linear && !strcmp(e->s, "Linear")))
@@ -265,7 +255,7 @@ static int covers(struct pack_qcfg *q, const struct qc_entry *e, const char *mod
 }
 
 /* 1: any entry covers it, 0: none, -1: none for sure but one cannot tell */
-static int any_covers(struct pack_qcfg *q, const struct qc_entry *es, int n, const char *module, bool is_linear)
+static int any_covers(const struct pack_qcfg *q, const struct qc_entry *es, int n, const char *module, bool is_linear)
 {
 	int r = 0;
 	for (int i = 0; i < n; i++) {
@@ -351,12 +341,11 @@ void pack_qcfg_finish(struct pack_qcfg *q, struct pack_gate *g, cJSON *gate)
 			    q->kind == QC_CT ? "compressed-tensors" : "ModelOpt", ex);
 	}
 	for (int i = 0; i < q->n_targets; i++)
-		pcre2_code_free(q->targets[i].re);
+		lynn_re_free(q->targets[i].re);
 	for (int i = 0; i < q->n_ignore; i++)
-		pcre2_code_free(q->ignore[i].re);
+		lynn_re_free(q->ignore[i].re);
 	free(q->targets);
 	free(q->ignore);
-	pcre2_match_data_free(q->md);
 	cJSON_Delete(q->json);
 	free(q);
 }

@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <fnmatch.h>
 #include <math.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +42,6 @@ struct plan {
 	char **gkeys;        /* sorted unique group keys */
 	int64_t n_groups;
 	float *gamax;
-	regex_t *re;         /* compiled "re:" patterns (NULL entries for fnmatch) */
-	int n_re;
 };
 
 /* ===== the recipe ===== */
@@ -63,13 +60,20 @@ static bool default_ignored(const char *module)
 	return false;
 }
 
-static bool user_ignored(const char *module, const struct lynn_quantize_opts *o,
-			 const regex_t *re)
+/* The user's --ignore patterns: fnmatch wildcards, or "re:" regexes
+ * matched from the start of the name (lynn_re, as compressed-tensors
+ * matches its own lists). A pattern that does not compile (checked before
+ * the run) ignores nothing. */
+static bool user_ignored(const char *module, const struct lynn_quantize_opts *o)
 {
 	for (int i = 0; o && i < o->n_ignore; i++) {
 		const char *p = o->ignore[i];
 		if (!strncmp(p, "re:", 3)) {
-			if (re && !regexec(&re[i], module, 0, NULL, 0))
+			char msg[8];
+			struct lynn_re *re = lynn_re_compile(p + 3, msg, sizeof msg);
+			const bool hit = re && lynn_re_match(re, module);
+			lynn_re_free(re);
+			if (hit)
 				return true;
 		} else if (!fnmatch(p, module, 0)) {
 			return true;
@@ -80,30 +84,7 @@ static bool user_ignored(const char *module, const struct lynn_quantize_opts *o,
 
 bool lynn_nvfp4_rtn_wants(const char *module, const struct lynn_quantize_opts *o)
 {
-	bool r;
-	regex_t *re = NULL;
-	if (default_ignored(module))
-		return false;
-	if (o && o->n_ignore) {
-		re = calloc((size_t)o->n_ignore, sizeof *re);
-		if (!re)
-			return false;
-		for (int i = 0; i < o->n_ignore; i++)
-			if (!strncmp(o->ignore[i], "re:", 3) &&
-			    regcomp(&re[i], o->ignore[i] + 3, REG_EXTENDED | REG_NOSUB)) {
-				for (int j = 0; j < i; j++)
-					if (!strncmp(o->ignore[j], "re:", 3))
-						regfree(&re[j]);
-				free(re);
-				return false;
-			}
-	}
-	r = !user_ignored(module, o, re);
-	for (int i = 0; re && i < o->n_ignore; i++)
-		if (!strncmp(o->ignore[i], "re:", 3))
-			regfree(&re[i]);
-	free(re);
-	return r;
+	return !default_ignored(module) && !user_ignored(module, o);
 }
 
 static bool float_dtype(enum lynn_dtype dt)
@@ -520,12 +501,13 @@ int lynn_nvfp4_quantize(const char *src, const char *out, const struct lynn_quan
 	memset(st, 0, sizeof *st);
 	for (int i = 0; i < o->n_ignore; i++)
 		if (!strncmp(o->ignore[i], "re:", 3)) {
-			regex_t re;
-			if (regcomp(&re, o->ignore[i] + 3, REG_EXTENDED | REG_NOSUB))
+			char msg[160];
+			struct lynn_re *re = lynn_re_compile(o->ignore[i] + 3, msg, sizeof msg);
+			if (!re)
 				return lynn_errf(err, -LYNN_EINVAL,
-						 "quantize: --ignore '%s': bad regular expression",
-						 o->ignore[i]);
-			regfree(&re);
+						 "quantize: --ignore '%s': bad regular expression (%s)", o->ignore[i],
+						 msg);
+			lynn_re_free(re);
 		}
 	if (!(c = lynn_ckpt_open(src, err)))
 		return err ? err->code : -LYNN_EIO;
