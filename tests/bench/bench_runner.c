@@ -220,7 +220,8 @@ int main(int argc, char **argv)
 		 * (ignoring end-of-generation ids): 1 and 8 sequences, greedy,
 		 * sampled (temperature 0.7, top-p 0.95) and sampled with Qwen's
 		 * recommended top-k 20 (temperature 0.7, top-p 0.8), without and
-		 * with its presence penalty 1.5. On a device, greedy and top-k
+		 * with a presence penalty of 1.5 (Qwen's model cards suggest one
+		 * against endless repetition). On a device, greedy and top-k
 		 * steps find the picks or the candidates there, so the logits do
 		 * not come back to the host (lynn_model_forward_picks); a penalty
 		 * brings them back. */

@@ -1,9 +1,10 @@
 /* bench_sample.c - choosing the next token over Qwen3.6's vocabulary (248,320
  * logits), single-threaded: the greedy pick, and the sampler with the
  * settings users send (Qwen's recommended temperature 0.7 / top-k 20 /
- * top-p 0.8, with and without its presence penalty 1.5; an OpenAI
- * client's temperature 0.7 / top-p 0.95; plain temperature 1). The logits are a fixed pseudo-random draw shaped like a
- * model's (a few high logits over a broad tail). The peer, numpy doing the
+ * top-p 0.8, with and without a presence penalty of 1.5; an OpenAI
+ * client's temperature 0.7 / top-p 0.95; plain temperature 1). The
+ * logits are a fixed pseudo-random draw shaped like a model's (a few high
+ * logits over a broad tail). The peer, numpy doing the
  * same selections, runs on the same logits in bench_sample_peer.py.
  *
  * It also times lynn_log_sum_exp, the engine's log-softmax for logprobs.
@@ -106,7 +107,7 @@ int main(int argc, char **argv)
 		p.top_k = cfg[c].top_k;
 		p.seed = 1;
 #ifndef OLD_SAMPLER
-		if (cfg[c].penalties) /* Qwen's advice against endless repetition */
+		if (cfg[c].penalties) /* against endless repetition, as Qwen's cards suggest */
 			p.presence_penalty = 1.5f;
 #endif
 		struct lynn_sampler *s = lynn_sampler_create(&p, V, &err);
