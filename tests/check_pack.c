@@ -480,6 +480,19 @@ static void set_qconfig(const char *dst, const char *qc, const char *hf)
 #define CT_IGNORE "\"lm_head\",\"re:.*in_proj_\",\"re:.*mlp[.]gate$\",\"re:.*shared_expert_gate$\""
 #define MO_EXCLUDE "[\"lm_head\",\"*in_proj_*\",\"*mlp.gate\",\"*shared_expert_gate\"]"
 
+/* pack of dst (an NVFP4 copy of TINY_MM_F32) with quantization config
+ * qc in config.json fails gate 3 naming `reason` (and `also`, if any) */
+static void qconfig_refused(const char *dst, const char *qc, const char *reason, const char *also)
+{
+	set_qconfig(dst, qc, NULL);
+	struct pack_out o = run_pack(TINY_MM_F32, dst, NULL);
+	ck_assert_int_eq(o.status, 1);
+	ASSERT_REASON(o, "weights", reason);
+	if (also)
+		ASSERT_REASON(o, "weights", also);
+	pack_out_free(&o);
+}
+
 static void write_nvfp4(const char *dst_file, enum nvfp4_defect defect)
 {
 	struct lynn_err e;
@@ -602,41 +615,23 @@ START_TEST(test_nvfp4)
 	ck_assert_msg(o.status == 0, "exit %d: %s", o.status, o.err);
 	pack_out_free(&o);
 	/* ModelOpt tensors under a compressed-tensors config */
-	set_qconfig(dst, CT_QC(CT_IGNORE), NULL);
-	o = run_pack(TINY_MM_F32, dst, NULL);
-	ck_assert_int_eq(o.status, 1);
-	ASSERT_REASON(o, "weights", "config.json quantization_config is compressed-tensors but these linears use the other producer's NVFP4 names");
-	pack_out_free(&o);
+	qconfig_refused(dst, CT_QC(CT_IGNORE), "config.json quantization_config is compressed-tensors but these linears use the other producer's NVFP4 names", NULL);
 
 	write_nvfp4(p, NV_OK);
 	/* no quantization config at all: loaders would build a plain model */
-	set_qconfig(dst, NULL, NULL);
-	o = run_pack(TINY_MM_F32, dst, NULL);
-	ck_assert_int_eq(o.status, 1);
-	ASSERT_REASON(o, "weights", "quantized linears ('model.language_model.layers.0.linear_attn.out_proj'");
-	ASSERT_REASON(o, "weights", "but config.json has no quantization_config");
-	pack_out_free(&o);
+	qconfig_refused(dst, NULL, "quantized linears ('model.language_model.layers.0.linear_attn.out_proj'",
+			"but config.json has no quantization_config");
 	/* the config quantizes linears stored plain (the in_proj_* ones are
 	 * not in this ignore list) */
-	set_qconfig(dst, CT_QC("\"lm_head\",\"re:.*mlp[.]gate$\",\"re:.*shared_expert_gate$\""), NULL);
-	o = run_pack(TINY_MM_F32, dst, NULL);
-	ck_assert_int_eq(o.status, 1);
-	ASSERT_REASON(o, "weights", "quantizes linears stored unquantized ('model.language_model.layers.0.linear_attn.in_proj_qkv'");
-	pack_out_free(&o);
+	qconfig_refused(dst, CT_QC("\"lm_head\",\"re:.*mlp[.]gate$\",\"re:.*shared_expert_gate$\""),
+			"quantizes linears stored unquantized ('model.language_model.layers.0.linear_attn.in_proj_qkv'", NULL);
 	/* ... and leaves linears plain that are stored NVFP4 (re.match is
 	 * anchored at the start: "re:down_proj" alone would match nothing) */
-	set_qconfig(dst, CT_QC(CT_IGNORE ",\"re:.*experts[.]5[.]down_proj$\",\"re:down_proj\""), NULL);
-	o = run_pack(TINY_MM_F32, dst, NULL);
-	ck_assert_int_eq(o.status, 1);
-	ASSERT_REASON(o, "weights", "leaves linears unquantized ('model.language_model.layers.0.mlp.experts.5.down_proj', 'model.language_model.layers.1.mlp.experts.5.down_proj'");
-	ASSERT_REASON(o, "weights", "(4 in all)");
-	pack_out_free(&o);
+	qconfig_refused(dst, CT_QC(CT_IGNORE ",\"re:.*experts[.]5[.]down_proj$\",\"re:down_proj\""),
+			"leaves linears unquantized ('model.language_model.layers.0.mlp.experts.5.down_proj', 'model.language_model.layers.1.mlp.experts.5.down_proj'",
+			"(4 in all)");
 	/* a bad pattern is named */
-	set_qconfig(dst, CT_QC(CT_IGNORE ",\"re:(\""), NULL);
-	o = run_pack(TINY_MM_F32, dst, NULL);
-	ck_assert_int_eq(o.status, 1);
-	ASSERT_REASON(o, "weights", "'ignore' entry 're:(': not a regular expression");
-	pack_out_free(&o);
+	qconfig_refused(dst, CT_QC(CT_IGNORE ",\"re:(\""), "'ignore' entry 're:(': not a regular expression", NULL);
 	/* a class name other than Linear: the modules it may cover are not
 	 * cross-checked, the rest are */
 	set_qconfig(dst, CT_QC(CT_IGNORE ",\"Qwen3_5MoeSparseMoeBlock\""), NULL);

@@ -60,31 +60,58 @@ static bool default_ignored(const char *module)
 	return false;
 }
 
-/* The user's --ignore patterns: fnmatch wildcards, or "re:" regexes
- * matched from the start of the name (lynn_re, as compressed-tensors
- * matches its own lists). A pattern that does not compile (checked before
- * the run) ignores nothing. */
-static bool user_ignored(const char *module, const struct lynn_quantize_opts *o)
+/* The user's --ignore patterns compiled once: the "re:" ones (lynn_re:
+ * matched from the start of the name, as compressed-tensors matches its
+ * own lists), NULL entries for the fnmatch wildcards. A bad regex is
+ * -LYNN_EINVAL naming it. */
+static int ignore_compile(const struct lynn_quantize_opts *o, struct lynn_re ***out, struct lynn_err *err)
 {
-	for (int i = 0; o && i < o->n_ignore; i++) {
-		const char *p = o->ignore[i];
-		if (!strncmp(p, "re:", 3)) {
-			char msg[8];
-			struct lynn_re *re = lynn_re_compile(p + 3, msg, sizeof msg);
-			const bool hit = re && lynn_re_match(re, module);
-			lynn_re_free(re);
-			if (hit)
-				return true;
-		} else if (!fnmatch(p, module, 0)) {
-			return true;
-		}
+	*out = NULL;
+	if (!o || !o->n_ignore)
+		return 0;
+	struct lynn_re **re = calloc((size_t)o->n_ignore, sizeof *re);
+	if (!re)
+		return lynn_errf(err, -LYNN_ENOMEM, "quantize: out of memory");
+	*out = re;
+	for (int i = 0; i < o->n_ignore; i++) {
+		char msg[160];
+		if (strncmp(o->ignore[i], "re:", 3))
+			continue;
+		if (!(re[i] = lynn_re_compile(o->ignore[i] + 3, msg, sizeof msg)))
+			return lynn_errf(err, -LYNN_EINVAL, "quantize: --ignore '%s': bad regular expression (%s)",
+					 o->ignore[i], msg);
 	}
-	return false;
+	return 0;
 }
 
+static void ignore_free(const struct lynn_quantize_opts *o, struct lynn_re **re)
+{
+	for (int i = 0; re && i < o->n_ignore; i++)
+		lynn_re_free(re[i]);
+	free(re);
+}
+
+/* The recipe's choice with the patterns compiled (re from ignore_compile) */
+static bool wants(const char *module, const struct lynn_quantize_opts *o, struct lynn_re *const *re)
+{
+	if (default_ignored(module))
+		return false;
+	for (int i = 0; o && i < o->n_ignore; i++)
+		if (strncmp(o->ignore[i], "re:", 3) ? !fnmatch(o->ignore[i], module, 0)
+						    : re && re[i] && lynn_re_match(re[i], module))
+			return false;
+	return true;
+}
+
+/* (a pattern that does not compile ignores nothing here; the quantize run
+ * refuses it) */
 bool lynn_nvfp4_rtn_wants(const char *module, const struct lynn_quantize_opts *o)
 {
-	return !default_ignored(module) && !user_ignored(module, o);
+	struct lynn_re **re = NULL;
+	ignore_compile(o, &re, NULL);
+	const bool r = wants(module, o, re);
+	ignore_free(o, re);
+	return r;
 }
 
 static bool float_dtype(enum lynn_dtype dt)
@@ -151,7 +178,7 @@ static int cmp_str(const void *a, const void *b)
 }
 
 static int build_plan(struct plan *p, const struct lynn_ckpt *c, const struct lynn_quantize_opts *o,
-		      struct lynn_err *err)
+		      struct lynn_re *const *re, struct lynn_err *err)
 {
 	int64_t nt = lynn_ckpt_n_tensors(c);
 	char name[512];
@@ -175,7 +202,7 @@ static int build_plan(struct plan *p, const struct lynn_ckpt *c, const struct ly
 			int64_t E = t->shape[0], R = t->shape[1], C = t->shape[2];
 			snprintf(name, sizeof name, "%.*s0.%s", (int)plen, t->name,
 				 gate_up ? "gate_proj" : "down_proj");
-			if ((!gate_up || R % 2 == 0) && lynn_nvfp4_rtn_wants(name, o)) {
+			if ((!gate_up || R % 2 == 0) && wants(name, o, re)) {
 				for (int64_t e = 0; e < E; e++) {
 					if (gate_up) {
 						snprintf(name, sizeof name, "%.*s%lld.gate_proj", (int)plen,
@@ -200,7 +227,7 @@ static int build_plan(struct plan *p, const struct lynn_ckpt *c, const struct ly
 		if (t->n_dims == 2 && float_dtype(t->dtype) && lynn_str_ends_with(t->name, ".weight") &&
 		    t->shape[1] % 16 == 0 && t->shape[0] > 0 && t->shape[1] > 0) {
 			snprintf(name, sizeof name, "%.*s", (int)(len - 7), t->name);
-			if (lynn_nvfp4_rtn_wants(name, o)) {
+			if (wants(name, o, re)) {
 				if ((rc = add_item(p, QLIN, t, name, t->shape[0], t->shape[1], 0, err)))
 					return rc;
 				continue;
@@ -493,24 +520,21 @@ int lynn_nvfp4_quantize(const char *src, const char *out, const struct lynn_quan
 	uint64_t total = 0, done = 0;
 	double se = 0, ss = 0;
 	enum lynn_nvfp4_format f;
+	struct lynn_re **re = NULL; /* the --ignore regexes */
 	int rc = 0;
 
 	if (!o)
 		o = &def;
 	f = o->format == LYNN_NVFP4_MODELOPT ? LYNN_NVFP4_MODELOPT : LYNN_NVFP4_CT;
 	memset(st, 0, sizeof *st);
-	for (int i = 0; i < o->n_ignore; i++)
-		if (!strncmp(o->ignore[i], "re:", 3)) {
-			char msg[160];
-			struct lynn_re *re = lynn_re_compile(o->ignore[i] + 3, msg, sizeof msg);
-			if (!re)
-				return lynn_errf(err, -LYNN_EINVAL,
-						 "quantize: --ignore '%s': bad regular expression (%s)", o->ignore[i],
-						 msg);
-			lynn_re_free(re);
-		}
-	if (!(c = lynn_ckpt_open(src, err)))
+	if ((rc = ignore_compile(o, &re, err))) {
+		ignore_free(o, re);
+		return rc;
+	}
+	if (!(c = lynn_ckpt_open(src, err))) {
+		ignore_free(o, re);
 		return err ? err->code : -LYNN_EIO;
+	}
 	{
 		char *cfgp = lynn_path_join(lynn_ckpt_dir(c), "config.json");
 		cJSON *cfg = cfgp ? lynn_json_load(cfgp, 16u << 20, err) : NULL;
@@ -528,7 +552,7 @@ int lynn_nvfp4_quantize(const char *src, const char *out, const struct lynn_quan
 			goto out;
 		}
 	}
-	if ((rc = build_plan(&p, c, o, err)))
+	if ((rc = build_plan(&p, c, o, re, err)))
 		goto out;
 	for (int64_t i = 0; i < p.n; i++) {
 		const struct item *it = &p.it[i];
@@ -619,5 +643,6 @@ out:
 	free(sbuf);
 	plan_free(&p);
 	lynn_ckpt_close(c);
+	ignore_free(o, re);
 	return rc;
 }

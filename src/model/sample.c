@@ -26,8 +26,10 @@ struct lynn_sampler {
 	uint32_t *seen;
 	int32_t *seen_ids;
 	int n_seen;
-	int32_t *bias_ids; /* the bias (p.n_bias pairs) */
+	int32_t *bias_ids; /* the bias (p.n_bias pairs), by id (a repeated id in
+			    * the order given) */
 	float *bias;
+	bool lowers; /* lynn_sample_edits_lower(&p) */
 	float *pen; /* the edited logits (lynn_sample_edits_logits), else NULL */
 };
 
@@ -67,6 +69,35 @@ bool lynn_sample_edits_lower(const struct lynn_sample_params *p)
 		if (!(p->bias[i] <= 0.0f))
 			return false;
 	return true;
+}
+
+struct bias_at {
+	int32_t id, at; /* the token, its place in the caller's list */
+};
+
+static int cmp_bias_at(const void *a, const void *b)
+{
+	const struct bias_at *x = a, *y = b;
+	return x->id != y->id ? (x->id > y->id) - (x->id < y->id) : (x->at > y->at) - (x->at < y->at);
+}
+
+/* The sampler's copy of p's bias, sorted by id, so that a candidate finds
+ * its own by binary search (lynn_sampler_sample_edited_top); -1: out of
+ * memory */
+static int sort_bias(struct lynn_sampler *s, const struct lynn_sample_params *p)
+{
+	struct bias_at *o = malloc((size_t)p->n_bias * sizeof *o);
+	if (!o)
+		return -1;
+	for (int i = 0; i < p->n_bias; i++)
+		o[i] = (struct bias_at){ p->bias_ids[i], i };
+	qsort(o, (size_t)p->n_bias, sizeof *o, cmp_bias_at);
+	for (int i = 0; i < p->n_bias; i++) {
+		s->bias_ids[i] = o[i].id;
+		s->bias[i] = p->bias[o[i].at];
+	}
+	free(o);
+	return 0;
 }
 
 static uint64_t splitmix64(uint64_t *x)
@@ -149,12 +180,14 @@ struct lynn_sampler *lynn_sampler_create(const struct lynn_sample_params *p, int
 	}
 	s->p = *p;
 	s->n = n_vocab;
-	if (p->n_bias) { /* its own copy */
-		memcpy(s->bias_ids, p->bias_ids, (size_t)p->n_bias * sizeof *s->bias_ids);
-		memcpy(s->bias, p->bias, (size_t)p->n_bias * sizeof *s->bias);
+	if (p->n_bias && sort_bias(s, p)) {
+		lynn_sampler_free(s);
+		lynn_errf(err, -LYNN_ENOMEM, "sample: out of memory");
+		return NULL;
 	}
 	s->p.bias_ids = s->bias_ids;
 	s->p.bias = s->bias;
+	s->lowers = lynn_sample_edits_lower(p);
 	uint64_t x = p->seed;
 	for (int i = 0; i < 4; i++)
 		s->st[i] = splitmix64(&x);
@@ -651,7 +684,7 @@ int32_t lynn_sampler_sample_edited_top(struct lynn_sampler *s, const float *x, c
 	const bool greedy = p->temperature <= 0.0f;
 	const float t = greedy ? 1.0f : p->temperature;
 	const int k = greedy ? 1 : p->top_k;
-	if (n < 1 || n > s->n || k <= 0 || !lynn_sample_edits_lower(p))
+	if (n < 1 || n > s->n || k <= 0 || !s->lowers)
 		return -1;
 	for (int i = 0; i < n; i++) {
 		/* in the device's order: by logit / temperature, lower id first */
@@ -659,9 +692,16 @@ int32_t lynn_sampler_sample_edited_top(struct lynn_sampler *s, const float *x, c
 		    (i > 0 && !(x[i - 1] / t > x[i] / t || (x[i - 1] / t == x[i] / t && ids[i - 1] < ids[i]))))
 			return -1;
 		float e = x[i];
-		for (int b = 0; b < p->n_bias; b++)
-			if (s->bias_ids[b] == ids[i])
-				e += s->bias[b];
+		int lo = 0, hi = p->n_bias; /* the first bias of ids[i], then its repeats */
+		while (lo < hi) {
+			const int mid = lo + (hi - lo) / 2;
+			if (s->bias_ids[mid] < ids[i])
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (; lo < p->n_bias && s->bias_ids[lo] == ids[i]; lo++)
+			e += s->bias[lo];
 		if (s->seen && s->seen[ids[i]])
 			e = penalty(p, s->seen[ids[i]], e);
 		s->c[i] = (struct cand){ e, e / t, 0.0f, ids[i] };
