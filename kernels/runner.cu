@@ -690,6 +690,38 @@ static int grow_kv(const struct lynn_model *m, struct lynn_seq *s, int64_t need,
 	return push_tables(d, m->cfg.n_layers, err);
 }
 
+extern "C" int64_t lynn_cuda_seq_rows(const struct lynn_seq *s) { return s->cuda->cap; }
+
+/* A kept state and the sequence that starts from it: the source's
+ * positions, conv and recurrent states, device to device once the model's
+ * stream is done with them (set-up copies run on the legacy stream). */
+extern "C" int lynn_cuda_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, struct lynn_err *err)
+{
+	const struct lynn_model *m = src->m;
+	const struct lynn_cuda_seq *a = src->cuda;
+	struct lynn_cuda_seq *b = dst->cuda;
+	int rc;
+	LYNN_CUDA_TRY(cudaDeviceSynchronize());
+	if ((rc = grow_kv(m, dst, src->pos, err)))
+		return rc;
+	const size_t row = (size_t)m->nkv * m->hd * sizeof(float);
+	for (int li = 0; li < m->cfg.n_layers; li++) {
+		if (m->layers[li].type == LYNN_LAYER_FULL) {
+			if (src->pos > 0) {
+				LYNN_CUDA_TRY(cudaMemcpy(b->kc[li], a->kc[li], (size_t)src->pos * row,
+							 cudaMemcpyDeviceToDevice));
+				LYNN_CUDA_TRY(cudaMemcpy(b->vc[li], a->vc[li], (size_t)src->pos * row,
+							 cudaMemcpyDeviceToDevice));
+			}
+		} else {
+			LYNN_CUDA_TRY(cudaMemcpy(b->conv[li], a->conv[li], conv_bytes(m), cudaMemcpyDeviceToDevice));
+			LYNN_CUDA_TRY(cudaMemcpy(b->rec[li], a->rec[li], rec_bytes(m), cudaMemcpyDeviceToDevice));
+		}
+	}
+	LYNN_CUDA_TRY(cudaDeviceSynchronize());
+	return 0;
+}
+
 /* ===== kernels ===== */
 
 __device__ __forceinline__ float sigmoid_d(float x) { return 1.0f / (1.0f + expf(-x)); }

@@ -908,6 +908,95 @@ START_TEST(test_penalties_match_hf)
 }
 END_TEST
 
+/* One greedy generation through lynn_engine_step in prompt pieces of at
+ * most `piece` tokens (serve's chunked prefill). */
+static void step_gen(struct lynn_engine *e, const int32_t *ids, size_t n, int max, size_t cache_at,
+		     int64_t piece, struct lynn_gen_result *r)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_gen_opts go = { .max_tokens = max, .ignore_eos = true, .cache_at = cache_at };
+	lynn_sample_params_init(&go.sample);
+	struct lynn_gen *g = lynn_gen_create(e, ids, n, &go, &err);
+	ck_assert_msg(g != NULL, "%s", err.msg);
+	while (!lynn_gen_finished(g))
+		ck_assert_msg(lynn_engine_step(e, &g, 1, piece, &err) == 0, "%s", err.msg);
+	lynn_gen_take_result(g, r);
+	lynn_gen_free(g);
+}
+
+/* The prefix cache on engine e against transformers' greedy tokens
+ * (ref_generate.json): for each prompt P (np tokens) and its 24 tokens G,
+ * - a prompt that shares P's first half and then differs, keeping the
+ *   state at the half (cache_at); P then starts from that state;
+ * - P's first 12 tokens of G leave the state after P + G[0..11); the
+ *   conversation continued, P + G[0..12), starts there and goes on with
+ *   G[12..24);
+ * - with a budget too small for any state, nothing is kept.
+ * Every run's tokens are HF's. */
+static void check_prefix_cache(struct lynn_engine *e)
+{
+	struct lynn_err err = { 0 };
+	cJSON *ref_gen = lynn_json_load(FIXTURES "/ref_generate.json", 1 << 20, &err);
+	ck_assert_msg(ref_gen != NULL, "%s", err.msg);
+	const cJSON *c;
+	int n_cases = 0;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(ref_gen, "cases")) {
+		const char *name = cJSON_GetObjectItem(c, "name")->valuestring;
+		const cJSON *p = cJSON_GetObjectItem(c, "prompt_ids"), *g = cJSON_GetObjectItem(c, "generated_ids");
+		const int np = cJSON_GetArraySize(p), ng = cJSON_GetArraySize(g);
+		ck_assert_int_eq(ng, 24);
+		int32_t *ids = malloc((size_t)(np + ng) * sizeof *ids), *other = malloc((size_t)np * sizeof *ids);
+		for (int i = 0; i < np; i++)
+			ids[i] = (int32_t)cJSON_GetArrayItem(p, i)->valuedouble;
+		for (int i = 0; i < ng; i++)
+			ids[np + i] = (int32_t)cJSON_GetArrayItem(g, i)->valuedouble;
+		const size_t half = (size_t)np / 2; /* 0 for the one-token prompt: none kept */
+		memcpy(other, ids, (size_t)np * sizeof *ids);
+		for (int i = (int)half; i < np; i++)
+			other[i] = (ids[i] + 1 + i) % lynn_model_n_vocab(lynn_engine_model(e));
+		for (int budget = 0; budget < 2; budget++) {
+			lynn_engine_set_cache(e, budget ? (size_t)256 << 20 : 1);
+			struct lynn_gen_result r;
+			step_gen(e, other, (size_t)np, 2, half, 5, &r);
+			ck_assert_int_eq((int)r.n_cached, 0);
+			lynn_gen_result_release(&r);
+			/* P from the shared half */
+			step_gen(e, ids, (size_t)np, 12, 0, 5, &r);
+			ck_assert_msg(r.n_cached == (budget ? half : 0), "%s: %zu cached", name, r.n_cached);
+			for (int k = 0; k < 12; k++)
+				ck_assert_msg(r.ids.ids[k] == ids[np + k], "%s (%zu cached): token %d: %d vs HF %d",
+					      name, r.n_cached, k, r.ids.ids[k], ids[np + k]);
+			lynn_gen_result_release(&r);
+			/* the conversation continued: P + G[0..12) after P + G[0..11) */
+			step_gen(e, ids, (size_t)np + 12, 12, 0, 0, &r);
+			ck_assert_msg(r.n_cached == (budget ? (size_t)np + 11 : 0), "%s: %zu cached", name,
+				      r.n_cached);
+			for (int k = 0; k < 12; k++)
+				ck_assert_msg(r.ids.ids[k] == ids[np + 12 + k],
+					      "%s continued (%zu cached): token %d: %d vs HF %d", name, r.n_cached, k,
+					      r.ids.ids[k], ids[np + 12 + k]);
+			lynn_gen_result_release(&r);
+			lynn_engine_set_cache(e, 0);
+		}
+		free(ids);
+		free(other);
+		n_cases++;
+	}
+	ck_assert_int_eq(n_cases, 3);
+	cJSON_Delete(ref_gen);
+}
+
+START_TEST(test_prefix_cache)
+{
+	struct lynn_err err = { 0 };
+	struct lynn_engine_opts eo = { .n_threads = 2, .device = LYNN_DEVICE_CPU };
+	struct lynn_engine *e = lynn_engine_open(models[_i], &eo, &err);
+	ck_assert_msg(e != NULL, "%s", err.msg);
+	check_prefix_cache(e);
+	lynn_engine_close(e);
+}
+END_TEST
+
 /* lynn_sampler_sample_top over the top-k candidates draws what
  * lynn_sampler_sample draws from the whole vocabulary, token for token,
  * for every setting (the device's sampled steps rely on it): candidates
@@ -1691,6 +1780,7 @@ Suite *model_suite(void)
 	tcase_add_test(tc, test_sampler_penalties);
 	tcase_add_test(tc, test_sampler_edited_top);
 	tcase_add_loop_test(tc, test_penalties_match_hf, 0, 4);
+	tcase_add_loop_test(tc, test_prefix_cache, 0, 4);
 	tcase_add_test(tc, test_forward_picks_args);
 	tcase_add_test(tc, test_lora_hook);
 	tcase_add_loop_test(tc, test_lora_matches_peft, 0, 2);

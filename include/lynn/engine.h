@@ -44,8 +44,20 @@ struct lynn_model *lynn_engine_model(struct lynn_engine *e);
 const struct lynn_tok *lynn_engine_tok(const struct lynn_engine *e);
 const struct lynn_chat_template *lynn_engine_template(const struct lynn_engine *e);
 bool lynn_engine_has_adapter(const struct lynn_engine *e);
-/* Turn the adapter on (candidate) or off (base). No-op without an adapter. */
+/* Turn the adapter on (candidate) or off (base). No-op without an adapter;
+ * with one, the prefix cache is emptied. */
 void lynn_engine_adapter_enable(struct lynn_engine *e, bool on);
+
+/* The prefix cache (off until set): up to max_bytes of sequence states
+ * (host or device memory, where the model runs), the least recently used
+ * going first. A gen that finishes leaves its state there, as that of its
+ * prompt and the tokens it generated but the last, and one that asks
+ * (lynn_gen_opts.cache_at) a copy of the state part way into its prompt.
+ * lynn_gen_create starts a prompt from the longest kept state whose tokens
+ * begin it (all but its last token at most): a hybrid model's DeltaNet
+ * state exists only where a piece of prompt ended, so only whole kept
+ * prefixes count. 0 turns it off and frees what is kept. */
+void lynn_engine_set_cache(struct lynn_engine *e, size_t max_bytes);
 
 /* Render `in` with the chat template and append the prompt's ids to *ids
  * (special tokens in the rendered text are matched whole). When `text` is
@@ -77,6 +89,11 @@ struct lynn_gen_opts {
 	 * most likely ids at that step. */
 	bool logprobs;
 	int top_logprobs;
+	/* With the prefix cache on: also keep the state after this many prompt
+	 * tokens (0 or >= the prompt's length: none), e.g. a chat prompt
+	 * without its generation prompt, which the conversation's next
+	 * request begins with. */
+	size_t cache_at;
 	/* Called with each piece of text that is final (tokenizer present:
 	 * complete UTF-8 characters, stop strings held back) and each id;
 	 * either may be NULL. */
@@ -107,6 +124,7 @@ struct lynn_gen_result {
 				    * final end-of-generation token and any stop string left out),
 				    * empty without a tokenizer */
 	size_t n_prompt;
+	size_t n_cached;           /* prompt tokens whose state came from the prefix cache */
 	enum lynn_gen_finish finish;
 	bool nonfinite;            /* some logits were NaN or Inf */
 	double t_prefill_s;        /* prompt processing, until the first token's logits */

@@ -90,6 +90,12 @@ void lynn_seq_free(struct lynn_seq *s);
 void lynn_seq_reset(struct lynn_seq *s);
 /* Tokens consumed so far (the RoPE position of the next one). */
 int64_t lynn_seq_pos(const struct lynn_seq *s);
+/* dst becomes a copy of src's state (its position, KV rows and DeltaNet
+ * states), e.g. a prompt's kept state for a prompt that begins with it;
+ * both of one model. */
+int lynn_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, struct lynn_err *err);
+/* The memory a sequence's state holds (host or device). */
+size_t lynn_seq_bytes(const struct lynn_seq *s);
 
 /* ===== forward ===== */
 /* Push n rows through the decoder: row i is token ids[i] appended to

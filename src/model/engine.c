@@ -22,12 +22,27 @@ const char *const lynn_probe_prompts[LYNN_N_PROBE_PROMPTS] = {
 	"What is 17 times 23? Answer with the number only.",
 };
 
+/* A kept sequence state (the prefix cache) and the tokens it went through */
+struct kept {
+	int32_t *ids;
+	size_t n;
+	struct lynn_seq *seq;
+	size_t bytes;
+	uint64_t used; /* the cache's clock at its last use */
+};
+
 struct lynn_engine {
 	char *dir;
 	struct lynn_model *model;
 	struct lynn_tok *tok;
 	struct lynn_chat_template *tmpl;
 	struct lynn_lora *lora;
+	struct {
+		struct kept *v;
+		int n, cap;
+		size_t bytes, max; /* max 0: off */
+		uint64_t clock;
+	} cache;
 };
 
 /* A .gguf file's tokenizer (tokenizer.ggml.*, when it has one: converters
@@ -103,6 +118,8 @@ void lynn_engine_close(struct lynn_engine *e)
 {
 	if (!e)
 		return;
+	lynn_engine_set_cache(e, 0);
+	free(e->cache.v);
 	lynn_model_close(e->model);
 	lynn_lora_free(e->lora); /* after the model: the model borrows its tensors */
 	lynn_tok_free(e->tok);
@@ -118,8 +135,112 @@ bool lynn_engine_has_adapter(const struct lynn_engine *e) { return e->lora != NU
 
 void lynn_engine_adapter_enable(struct lynn_engine *e, bool on)
 {
-	if (e->lora)
-		lynn_model_lora_enable(e->model, on);
+	if (!e->lora)
+		return;
+	const size_t max = e->cache.max; /* states of the other model go */
+	lynn_engine_set_cache(e, 0);
+	lynn_model_lora_enable(e->model, on);
+	lynn_engine_set_cache(e, max);
+}
+
+/* ===== the prefix cache ===== */
+
+static void cache_drop(struct lynn_engine *e, int i)
+{
+	struct kept *k = &e->cache.v[i];
+	e->cache.bytes -= k->bytes;
+	lynn_seq_free(k->seq);
+	free(k->ids);
+	*k = e->cache.v[--e->cache.n];
+}
+
+/* the least recently used states go until `need` more bytes fit */
+static void cache_fit(struct lynn_engine *e, size_t need)
+{
+	while (e->cache.n && e->cache.bytes + need > e->cache.max) {
+		int lru = 0;
+		for (int i = 1; i < e->cache.n; i++)
+			if (e->cache.v[i].used < e->cache.v[lru].used)
+				lru = i;
+		cache_drop(e, lru);
+	}
+}
+
+void lynn_engine_set_cache(struct lynn_engine *e, size_t max_bytes)
+{
+	e->cache.max = max_bytes;
+	cache_fit(e, 0);
+}
+
+/* Whether the state after ids[0..n) is kept (then it counts as used) */
+static bool cache_has(struct lynn_engine *e, const int32_t *ids, size_t n)
+{
+	for (int i = 0; i < e->cache.n; i++) {
+		struct kept *k = &e->cache.v[i];
+		if (k->n == n && !memcmp(k->ids, ids, n * sizeof *ids)) {
+			k->used = ++e->cache.clock;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Keep `seq` (taken: kept or freed) as the state after ids[0..n). Nothing
+ * is kept that does not fit the budget or is kept already; out of memory,
+ * the cache keeps less. */
+static void cache_put(struct lynn_engine *e, const int32_t *ids, size_t n, struct lynn_seq *seq)
+{
+	const size_t bytes = lynn_seq_bytes(seq) + n * sizeof *ids;
+	int32_t *copy = NULL;
+	if (!n || bytes > e->cache.max || cache_has(e, ids, n))
+		goto drop;
+	cache_fit(e, bytes);
+	if (e->cache.n == e->cache.cap) {
+		int cap = e->cache.cap ? 2 * e->cache.cap : 8;
+		struct kept *v = realloc(e->cache.v, (size_t)cap * sizeof *v);
+		if (!v)
+			goto drop;
+		e->cache.v = v;
+		e->cache.cap = cap;
+	}
+	if (!(copy = malloc(n * sizeof *copy)))
+		goto drop;
+	memcpy(copy, ids, n * sizeof *ids);
+	e->cache.v[e->cache.n++] = (struct kept){ copy, n, seq, bytes, ++e->cache.clock };
+	e->cache.bytes += bytes;
+	return;
+drop:
+	lynn_seq_free(seq);
+}
+
+/* The longest kept state whose ids begin `prompt` and leave at least its
+ * last token to feed (the first pick needs its logits). */
+static const struct kept *cache_find(struct lynn_engine *e, const int32_t *prompt, size_t n)
+{
+	struct kept *best = NULL;
+	for (int i = 0; i < e->cache.n; i++) {
+		struct kept *k = &e->cache.v[i];
+		if (k->n < n && (!best || k->n > best->n) && !memcmp(k->ids, prompt, k->n * sizeof *prompt))
+			best = k;
+	}
+	if (best)
+		best->used = ++e->cache.clock;
+	return best;
+}
+
+/* A copy of `seq` kept as the state after ids[0..n) */
+static void cache_copy(struct lynn_engine *e, const int32_t *ids, size_t n, const struct lynn_seq *seq)
+{
+	struct lynn_err err = { 0 };
+	if (cache_has(e, ids, n))
+		return;
+	struct lynn_seq *c = lynn_seq_create(e->model, &err);
+	if (c && lynn_seq_copy(c, seq, &err)) {
+		lynn_seq_free(c);
+		c = NULL;
+	}
+	if (c)
+		cache_put(e, ids, n, c);
 }
 
 static int need_tok(const struct lynn_engine *e, struct lynn_err *err)
@@ -283,6 +404,14 @@ struct lynn_gen *lynn_gen_create(struct lynn_engine *e, const int32_t *prompt, s
 		lynn_gen_free(g);
 		return NULL;
 	}
+	/* a kept state the prompt begins with: only the rest goes through the
+	 * model (a copy that fails leaves the whole prompt to feed) */
+	const struct kept *k = e->cache.max ? cache_find(e, prompt, n) : NULL;
+	struct lynn_err cerr = { 0 };
+	if (k && !lynn_seq_copy(g->seq, k->seq, &cerr))
+		g->n_fed = g->r.n_cached = k->n;
+	else if (k)
+		lynn_seq_reset(g->seq);
 	return g;
 }
 
@@ -465,6 +594,25 @@ static int gen_take(struct lynn_gen *g, const struct pick *pk, double now, struc
 	return 0;
 }
 
+/* A finished gen's state goes to the cache as that of the ids it went
+ * through: its prompt and the tokens it generated but the last. */
+static void cache_keep_end(struct lynn_gen *g)
+{
+	if (!g->seq)
+		return;
+	const size_t n = (size_t)lynn_seq_pos(g->seq), np = g->n_prompt;
+	if (n < np || n - np > g->r.ids.n)
+		return;
+	int32_t *ids = malloc(n * sizeof *ids);
+	if (!ids)
+		return;
+	memcpy(ids, g->prompt, np * sizeof *ids);
+	memcpy(ids + np, g->r.ids.ids, (n - np) * sizeof *ids);
+	cache_put(g->e, ids, n, g->seq);
+	g->seq = NULL;
+	free(ids);
+}
+
 int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 		     int64_t max_prefill, struct lynn_err *err)
 {
@@ -493,7 +641,11 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 		if (x->r.finish)
 			continue;
 		if (x->n_fed < x->n_prompt) {
-			take[i] = LYNN_MIN((int64_t)(x->n_prompt - x->n_fed), budget);
+			/* a piece ends where the state is to be kept */
+			const size_t upto = e->cache.max && x->opts.cache_at > x->n_fed &&
+						    x->opts.cache_at < x->n_prompt
+					    ? x->opts.cache_at : x->n_prompt;
+			take[i] = LYNN_MIN((int64_t)(upto - x->n_fed), budget);
 			budget -= take[i];
 			rows += take[i];
 			n_want += x->n_fed + (size_t)take[i] == x->n_prompt;
@@ -598,6 +750,8 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			continue;
 		if (x->n_fed < x->n_prompt) {
 			x->n_fed += (size_t)take[i];
+			if (e->cache.max && take[i] > 0 && x->n_fed == x->opts.cache_at)
+				cache_copy(e, x->prompt, x->n_fed, x->seq);
 			if (x->n_fed < x->n_prompt)
 				continue;
 		}
@@ -637,6 +791,9 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 	const double now = lynn_now();
 	for (int64_t j = 0; j < w && !rc; j++)
 		rc = gen_take(picks[j].g, &picks[j], now, err);
+	for (int64_t j = 0; j < w && !rc && e->cache.max; j++)
+		if (picks[j].g->r.finish)
+			cache_keep_end(picks[j].g);
 out:
 	free(picks);
 	free(take);

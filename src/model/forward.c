@@ -456,7 +456,7 @@ static void moe(struct lynn_model *m, struct scratch *s, int li, int64_t n)
 
 /* ===== the pass ===== */
 
-static int grow_kv(const struct lynn_model *m, struct lynn_seq *sq, int64_t need, struct lynn_err *err)
+int lynn_seq_grow_kv(const struct lynn_model *m, struct lynn_seq *sq, int64_t need, struct lynn_err *err)
 {
 	if (need <= sq->cap)
 		return 0;
@@ -510,7 +510,7 @@ static int forward_chunk(struct lynn_model *m, struct lynn_arena *ar, int64_t n,
 	for (int64_t i = 0; i < n; i++)
 		seqs[i]->pos--;
 	for (int64_t i = 0; i < n; i++)
-		if ((rc = grow_kv(m, seqs[i], s.pos[i] + 1, err)))
+		if ((rc = lynn_seq_grow_kv(m, seqs[i], s.pos[i] + 1, err)))
 			return rc;
 
 	float eps = (float)c->rms_eps;

@@ -511,6 +511,9 @@ uint64_t lynn_model_active_bytes(const struct lynn_model *m)
 
 /* ===== sequences ===== */
 
+/* floats of a DeltaNet layer's conv state: the last K - 1 inputs */
+static size_t conv_floats(const struct lynn_model *m) { return (size_t)(m->K > 1 ? m->K - 1 : 1) * m->conv_dim; }
+
 struct lynn_seq *lynn_seq_create(const struct lynn_model *m, struct lynn_err *err)
 {
 	int nl = m->cfg.n_layers;
@@ -537,7 +540,7 @@ struct lynn_seq *lynn_seq_create(const struct lynn_model *m, struct lynn_err *er
 	for (int li = 0; li < nl; li++) {
 		if (m->layers[li].type != LYNN_LAYER_LINEAR)
 			continue;
-		s->conv[li] = calloc((size_t)(m->K > 1 ? m->K - 1 : 1) * m->conv_dim, sizeof(float));
+		s->conv[li] = calloc(conv_floats(m), sizeof(float));
 		s->rec[li] = calloc((size_t)m->Hv * m->dk * m->dv, sizeof(float));
 		if (!s->conv[li] || !s->rec[li])
 			goto oom;
@@ -579,13 +582,63 @@ void lynn_seq_reset(struct lynn_seq *s)
 #endif
 	for (int li = 0; li < m->cfg.n_layers; li++) {
 		if (s->conv[li])
-			memset(s->conv[li], 0, (size_t)(m->K > 1 ? m->K - 1 : 1) * m->conv_dim * sizeof(float));
+			memset(s->conv[li], 0, conv_floats(m) * sizeof(float));
 		if (s->rec[li])
 			memset(s->rec[li], 0, (size_t)m->Hv * m->dk * m->dv * sizeof(float));
 	}
 }
 
 int64_t lynn_seq_pos(const struct lynn_seq *s) { return s->pos; }
+
+int lynn_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, struct lynn_err *err)
+{
+	const struct lynn_model *m = src->m;
+	if (dst->m != m)
+		return lynn_errf(err, -LYNN_EINVAL, "model: a sequence state copied to another model's");
+	if (dst == src)
+		return 0;
+	int rc;
+#ifdef LYNN_CUDA
+	if (src->cuda) {
+		if ((rc = lynn_cuda_seq_copy(dst, src, err)))
+			return rc;
+		dst->pos = src->pos;
+		return 0;
+	}
+#endif
+	if ((rc = lynn_seq_grow_kv(m, dst, src->pos, err)))
+		return rc;
+	const size_t row = (size_t)m->nkv * m->hd * sizeof(float);
+	for (int li = 0; li < m->cfg.n_layers; li++) {
+		if (m->layers[li].type == LYNN_LAYER_FULL) {
+			if (src->pos > 0) {
+				memcpy(dst->kc[li], src->kc[li], (size_t)src->pos * row);
+				memcpy(dst->vc[li], src->vc[li], (size_t)src->pos * row);
+			}
+		} else {
+			memcpy(dst->conv[li], src->conv[li], conv_floats(m) * sizeof(float));
+			memcpy(dst->rec[li], src->rec[li], (size_t)m->Hv * m->dk * m->dv * sizeof(float));
+		}
+	}
+	dst->pos = src->pos;
+	return 0;
+}
+
+size_t lynn_seq_bytes(const struct lynn_seq *s)
+{
+	const struct lynn_model *m = s->m;
+	int64_t rows = s->cap;
+#ifdef LYNN_CUDA
+	if (s->cuda)
+		rows = lynn_cuda_seq_rows(s);
+#endif
+	size_t b = sizeof *s;
+	for (int li = 0; li < m->cfg.n_layers; li++)
+		b += m->layers[li].type == LYNN_LAYER_FULL
+			     ? 2 * (size_t)rows * (size_t)m->nkv * m->hd * sizeof(float)
+			     : (conv_floats(m) + (size_t)m->Hv * m->dk * m->dv) * sizeof(float);
+	return b;
+}
 
 /* ===== LoRA ===== */
 
