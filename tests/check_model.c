@@ -1746,6 +1746,17 @@ START_TEST(test_cuda_engine_greedy)
 }
 END_TEST
 
+/* The prefix cache with the states on the device (lynn_cuda_seq_copy) */
+START_TEST(test_cuda_prefix_cache)
+{
+	struct lynn_engine *e = open_cuda_engine(models[_i]);
+	if (!e)
+		return;
+	check_prefix_cache(e);
+	lynn_engine_close(e);
+}
+END_TEST
+
 /* The same cases on the CUDA runner: picks from the device's candidates,
  * edited on the host, where the penalties and bias only lower logits;
  * from the logits brought back otherwise (repetition 0.7, presence -1). */
@@ -1798,6 +1809,7 @@ Suite *model_suite(void)
 	tcase_add_loop_test(tg, test_cuda_engine_topk, 0, 4);
 	tcase_add_loop_test(tg, test_cuda_penalties, 0, 4);
 	tcase_add_loop_test(tg, test_cuda_engine_penalties, 0, 4);
+	tcase_add_loop_test(tg, test_cuda_prefix_cache, 0, 4);
 #endif
 	suite_add_tcase(s, tg);
 	return s;

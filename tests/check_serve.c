@@ -43,15 +43,18 @@ static struct lynn_server *srv;
 static int port;
 
 /* with gen_defaults, the sampling defaults lynn serve takes from the
- * model's generation_config.json; else OpenAI's */
-static void start_with(int parallel, int max_queue, int ctx, const char *key, bool metrics, bool gen_defaults)
+ * model's generation_config.json; else OpenAI's; cache: the prefix
+ * cache's bytes */
+static void start_with(int parallel, int max_queue, int ctx, const char *key, bool metrics, bool gen_defaults,
+		       size_t cache)
 {
 	struct lynn_err err = { 0 };
 	struct lynn_engine_opts eo = { .n_threads = 2 };
 	struct lynn_sample_params def;
 	struct lynn_server_opts so = { .host = "127.0.0.1", .port = 0, .model_name = "tiny",
 				       .parallel = parallel, .max_queue = max_queue, .ctx_size = ctx,
-				       .max_prefill = 7, .api_key = key, .metrics = metrics };
+				       .max_prefill = 7, .api_key = key, .metrics = metrics,
+				       .prefix_cache = cache };
 	eng = lynn_engine_open(TINY, &eo, &err);
 	ck_assert_msg(eng, "%s", err.msg);
 	if (gen_defaults) {
@@ -68,7 +71,7 @@ static void start_with(int parallel, int max_queue, int ctx, const char *key, bo
 
 static void start(int parallel, int max_queue, int ctx, const char *key, bool metrics)
 {
-	start_with(parallel, max_queue, ctx, key, metrics, false);
+	start_with(parallel, max_queue, ctx, key, metrics, false, 0);
 }
 
 static void stop(void)
@@ -402,6 +405,150 @@ START_TEST(test_penalties)
 }
 END_TEST
 
+/* A chat body of `msgs` (a JSON array) */
+static char *chat_body(const char *msgs, int max_tokens)
+{
+	char *b;
+	ck_assert_int_gt(asprintf(&b, "{\"messages\":%s,\"max_tokens\":%d,\"temperature\":0}", msgs, max_tokens), 0);
+	return b;
+}
+
+/* A greedy /v1/completions body over token ids */
+static char *ids_body(const int32_t *ids, size_t n, int max_tokens)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+	char *pj = cJSON_PrintUnformatted(a), *b;
+	ck_assert_int_gt(asprintf(&b, "{\"prompt\":%s,\"max_tokens\":%d,\"temperature\":0}", pj, max_tokens), 0);
+	cJSON_Delete(a);
+	free(pj);
+	return b;
+}
+
+static int cached_tokens(const cJSON *j)
+{
+	const cJSON *u = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens_details");
+	const cJSON *c = cJSON_GetObjectItem(u, "cached_tokens");
+	ck_assert_msg(cJSON_IsNumber(c), "usage without prompt_tokens_details.cached_tokens");
+	return c->valueint;
+}
+
+/* The prefix cache through the server (the engine's is checked against
+ * transformers in check_model):
+ * - a conversation's second turn starts from the state its first turn
+ *   kept before the generation prompt: cached_tokens is where the first
+ *   turn's messages rendered without it stop agreeing with the second
+ *   turn's prompt, in tokens; its message is the one served without the
+ *   cache;
+ * - a completion that continues one (token ids: the prompt and its
+ *   completion) starts from the state the first left at its end (all but
+ *   the last generated token), and its text is the engine's;
+ * - with the cache off (0), nothing is cached; the metric counts the
+ *   cached tokens. */
+START_TEST(test_prefix_cache)
+{
+	static const char turn1[] = "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+				    "{\"role\":\"user\",\"content\":\"Name three colours.\"}]";
+	struct lynn_err err = { 0 };
+	char *reply[2] = { NULL, NULL }, *cont[2] = { NULL, NULL };
+	struct lynn_gen_result gen = { 0 }, r2 = { 0 };
+	for (int on = 0; on < 2; on++) {
+		start_with(2, 4, 4096, NULL, true, false, on ? (size_t)64 << 20 : 0);
+		char *b = chat_body(turn1, 12);
+		struct http h = call("/v1/chat/completions", b, NULL, 0);
+		cJSON *j = ok_json(&h);
+		ck_assert_int_eq(cached_tokens(j), 0);
+		const char *a = str_at(j, "choices.0.message.content");
+		ck_assert_ptr_nonnull(a);
+		/* the second turn */
+		cJSON *msgs = cJSON_Parse(turn1), *m = cJSON_CreateObject();
+		cJSON_AddStringToObject(m, "role", "assistant");
+		cJSON_AddStringToObject(m, "content", a);
+		cJSON_AddItemToArray(msgs, m);
+		m = cJSON_CreateObject();
+		cJSON_AddStringToObject(m, "role", "user");
+		cJSON_AddStringToObject(m, "content", "And three animals?");
+		cJSON_AddItemToArray(msgs, m);
+		char *ms = cJSON_PrintUnformatted(msgs), *b2 = chat_body(ms, 12);
+		cJSON_Delete(j);
+		lynn_buf_release(&h.body);
+		/* where the first turn kept its state, from the template and the tokenizer */
+		char *t1 = NULL, *t2 = NULL, *b1;
+		size_t l1 = 0, l2 = 0, lcp = 0;
+		struct lynn_tok_ids i1 = { 0 }, i2 = { 0 };
+		ck_assert_int_gt(asprintf(&b1, "{\"messages\":%s,\"add_generation_prompt\":false}", turn1), 0);
+		ck_assert_int_eq(lynn_chat_render_request(lynn_engine_template(eng), b1, strlen(b1), -1, &t1, &l1, &err), 0);
+		ck_assert_int_eq(lynn_chat_render_request(lynn_engine_template(eng), b2, strlen(b2), -1, &t2, &l2, &err), 0);
+		ck_assert_int_eq(lynn_tok_encode(lynn_engine_tok(eng), t1, l1, 0, &i1, &err), 0);
+		ck_assert_int_eq(lynn_tok_encode(lynn_engine_tok(eng), t2, l2, 0, &i2, &err), 0);
+		while (lcp < i1.n && lcp < i2.n && i1.ids[lcp] == i2.ids[lcp])
+			lcp++;
+		ck_assert_int_gt((int)lcp, 10);
+		h = call("/v1/chat/completions", b2, NULL, 0);
+		j = ok_json(&h);
+		ck_assert_int_eq(cached_tokens(j), on ? (int)lcp : 0);
+		reply[on] = strdup(str_at(j, "choices.0.message.content"));
+		cJSON_Delete(j);
+		lynn_buf_release(&h.body);
+		free(b);
+		free(b1);
+		free(b2);
+		free(ms);
+		free(t1);
+		free(t2);
+		cJSON_Delete(msgs);
+		lynn_tok_ids_release(&i1);
+		lynn_tok_ids_release(&i2);
+
+		/* a completion continued from its own tokens; the engine's text from
+		 * the first run, where nothing is cached */
+		struct lynn_tok_ids p = { 0 };
+		struct lynn_gen_opts go = { .max_tokens = 8, .skip_special = true };
+		lynn_sample_params_init(&go.sample);
+		ck_assert_int_eq(lynn_engine_encode_text(eng, "Once upon a time", &p, &err), 0);
+		const size_t np = p.n;
+		if (!on) {
+			ck_assert_int_eq(lynn_engine_generate(eng, p.ids, np, &go, &gen, &err), 0);
+			ck_assert_int_eq((int)gen.ids.n, 8);
+		}
+		int32_t *all = malloc((np + 8) * sizeof *all);
+		memcpy(all, p.ids, np * sizeof *all);
+		memcpy(all + np, gen.ids.ids, 8 * sizeof *all);
+		for (int k = 0; k < 2; k++) { /* the prompt, then the prompt and its completion */
+			char *cb = ids_body(all, k ? np + 8 : np, 8);
+			h = call("/v1/completions", cb, NULL, 0);
+			free(cb);
+			j = ok_json(&h);
+			ck_assert_int_eq(cached_tokens(j), k && on ? (int)np + 7 : 0);
+			if (k)
+				cont[on] = strdup(str_at(j, "choices.0.text"));
+			cJSON_Delete(j);
+			lynn_buf_release(&h.body);
+		}
+		if (!on)
+			ck_assert_int_eq(lynn_engine_generate(eng, all, np + 8, &go, &r2, &err), 0);
+		free(all);
+		lynn_tok_ids_release(&p);
+		struct http mt = call("/metrics", NULL, NULL, 0);
+		char line[96];
+		snprintf(line, sizeof line, "\nlynn_prompt_tokens_cached_total %d\n", on ? (int)(lcp + np + 7) : 0);
+		ck_assert_msg(strstr(mt.body.data, line), "%s", mt.body.data);
+		lynn_buf_release(&mt.body);
+		stop();
+	}
+	ck_assert_str_eq(reply[1], reply[0]);
+	ck_assert_str_eq(cont[0], r2.text.data ? r2.text.data : "");
+	ck_assert_str_eq(cont[1], cont[0]);
+	for (int i = 0; i < 2; i++) {
+		free(reply[i]);
+		free(cont[i]);
+	}
+	lynn_gen_result_release(&gen);
+	lynn_gen_result_release(&r2);
+}
+END_TEST
+
 /* A chat completion is the template's prompt generated from and parsed:
  * /apply-template is lynn_chat_render_request, and the message's content
  * and reasoning are lynn_chat_parse of the engine's greedy text. */
@@ -545,7 +692,7 @@ START_TEST(test_generation_config_defaults)
 	};
 	char *text[2][3];
 	for (int g = 0; g < 2; g++) {
-		start_with(2, 8, 4096, NULL, false, g == 1);
+		start_with(2, 8, 4096, NULL, false, g == 1, 0);
 		for (int i = 0; i < 3; i++) {
 			struct http h = call("/v1/completions", bodies[i], NULL, 0);
 			cJSON *j = ok_json(&h);
@@ -1455,6 +1602,7 @@ Suite *serve_suite(void)
 	tcase_add_test(h, test_stop_strings);
 	tcase_add_test(h, test_n_choices);
 	tcase_add_test(h, test_penalties);
+	tcase_add_test(h, test_prefix_cache);
 	tcase_add_test(h, test_generation_config_defaults);
 	tcase_add_test(h, test_errors);
 	tcase_add_test(h, test_queue_and_cancel);

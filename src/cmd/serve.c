@@ -19,9 +19,9 @@
 static const char usage[] =
 	"usage: lynn serve --model PATH [--adapter DIR] [--host 127.0.0.1] [--port 8080]\n"
 	"                  [--served-model-name NAME] [--parallel 4] [--ctx-size 4096]\n"
-	"                  [--max-queue 64] [--max-prefill 512] [--api-key KEY] [--metrics]\n"
-	"                  [--drain-timeout 30] [--generation-config auto|none] [--threads N]\n"
-	"                  [--device D] [-q|-v]\n"
+	"                  [--max-queue 64] [--max-prefill 512] [--prefix-cache 4096]\n"
+	"                  [--api-key KEY] [--metrics] [--drain-timeout 30]\n"
+	"                  [--generation-config auto|none] [--threads N] [--device D] [-q|-v]\n"
 	"\n"
 	"OpenAI-compatible server: GET /health, GET /v1/models, POST /v1/chat/completions\n"
 	"and /v1/completions (streamed or not), /tokenize, /detokenize, /apply-template,\n"
@@ -35,6 +35,10 @@ static const char usage[] =
 	"  --ctx-size N            tokens per request, prompt + completion\n"
 	"  --max-prefill N         prompt tokens per batch step (long prompts are fed in\n"
 	"                          pieces between the running requests' tokens)\n"
+	"  --prefix-cache MB       memory for the states kept between requests (host or GPU,\n"
+	"                          where the model runs): a prompt that begins with a kept\n"
+	"                          one's tokens (the conversation so far) prefills only the\n"
+	"                          rest; 0 = off\n"
 	"  --api-key KEY           require Authorization: Bearer KEY (also LYNN_API_KEY);\n"
 	"                          /health stays open\n"
 	"  --metrics               serve Prometheus counters at GET /metrics\n"
@@ -58,6 +62,7 @@ int cmd_serve(int argc, char **argv)
 		{ "ctx-size", required_argument, NULL, 'c' },
 		{ "max-queue", required_argument, NULL, 'Q' },
 		{ "max-prefill", required_argument, NULL, 'F' },
+		{ "prefix-cache", required_argument, NULL, 'C' },
 		{ "api-key", required_argument, NULL, 'k' },
 		{ "metrics", no_argument, NULL, 'M' },
 		{ "drain-timeout", required_argument, NULL, 'd' },
@@ -70,7 +75,8 @@ int cmd_serve(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct lynn_server_opts so = { .host = "127.0.0.1", .port = 8080, .parallel = 4,
-				       .max_queue = 64, .ctx_size = 4096, .max_prefill = 512 };
+				       .max_queue = 64, .ctx_size = 4096, .max_prefill = 512,
+				       .prefix_cache = (size_t)4096 << 20 };
 	const char *model = NULL, *adapter = NULL, *key = NULL;
 	long v, threads = 0;
 	enum lynn_device device = LYNN_DEVICE_AUTO;
@@ -114,6 +120,11 @@ int cmd_serve(int argc, char **argv)
 			if (cmd_opt_long("serve", "--max-prefill", optarg, 1, 1L << 20, &v))
 				return 2;
 			so.max_prefill = (int)v;
+			break;
+		case 'C':
+			if (cmd_opt_long("serve", "--prefix-cache", optarg, 0, 1L << 30, &v))
+				return 2;
+			so.prefix_cache = (size_t)v << 20;
 			break;
 		case 'd':
 			if (cmd_opt_double("serve", "--drain-timeout", optarg, 0, 1e6, &drain))

@@ -456,6 +456,37 @@ int srv_render(struct srv *s, cJSON *b, const char *body, size_t len, char **pro
 	return 0;
 }
 
+/* With the prefix cache on, a chat request keeps the state before its
+ * generation prompt: the conversation's next request renders the same
+ * messages first, then this turn's answer where this prompt has the
+ * generation prompt (a hybrid model's state cannot be cut back to a
+ * shorter prefix). The point is where the prompt rendered without the
+ * generation prompt stops agreeing with the whole one, in tokens. Nothing
+ * is kept when that render fails. */
+static void cache_point(struct srv *s, cJSON *b, struct srv_req *r)
+{
+	struct srv_error e = { 0 };
+	struct lynn_tok_ids ids = { 0 };
+	struct lynn_err err = { 0 };
+	char *body = NULL, *prompt = NULL;
+	size_t plen = 0, n = 0;
+	const cJSON *agp = cJSON_GetObjectItemCaseSensitive(b, "add_generation_prompt");
+	if (!s->o.prefix_cache || (agp && !cJSON_IsTrue(agp)))
+		return;
+	cJSON_DeleteItemFromObjectCaseSensitive(b, "add_generation_prompt");
+	if (!cJSON_AddFalseToObject(b, "add_generation_prompt") || !(body = cJSON_PrintUnformatted(b)) ||
+	    srv_render(s, b, body, strlen(body), &prompt, &plen, &e) ||
+	    lynn_tok_encode(s->tok, prompt, plen, 0, &ids, &err))
+		goto out;
+	while (n < ids.n && n < r->prompt.n && ids.ids[n] == r->prompt.ids[n])
+		n++;
+	r->gopts.cache_at = n;
+out:
+	lynn_tok_ids_release(&ids);
+	free(prompt);
+	cJSON_free(body);
+}
+
 static int parse_chat(struct srv *s, cJSON *b, const char *body, size_t len, struct srv_req *r,
 		      struct srv_error *e)
 {
@@ -470,6 +501,8 @@ static int parse_chat(struct srv *s, cJSON *b, const char *body, size_t len, str
 	r->parse.in_think = lynn_chat_prompt_in_think(prompt, plen);
 	rc = encode(s, prompt, plen, r, e);
 	free(prompt);
+	if (!rc)
+		cache_point(s, b, r);
 	return rc;
 }
 
@@ -656,12 +689,14 @@ cJSON *srv_chunk_new(struct srv *s, const struct srv_req *r)
 	return response_new(s, r, r->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
 }
 
-cJSON *srv_usage(size_t prompt_tokens, size_t completion_tokens)
+cJSON *srv_usage(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens)
 {
-	cJSON *u = cJSON_CreateObject();
+	cJSON *u = cJSON_CreateObject(), *d;
 	cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt_tokens);
 	cJSON_AddNumberToObject(u, "completion_tokens", (double)completion_tokens);
 	cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt_tokens + completion_tokens));
+	if ((d = cJSON_AddObjectToObject(u, "prompt_tokens_details")))
+		cJSON_AddNumberToObject(d, "cached_tokens", (double)cached_tokens);
 	return u;
 }
 
@@ -738,7 +773,7 @@ char *srv_response(struct srv *s, struct srv_req *const *r, int n)
 		cJSON_AddItemToArray(ch, c);
 		completion += r[i]->res.ids.n;
 	}
-	cJSON_AddItemToObject(o, "usage", srv_usage(r[0]->prompt.n, completion));
+	cJSON_AddItemToObject(o, "usage", srv_usage(r[0]->prompt.n, completion, r[0]->res.n_cached));
 	return finish_json(o);
 }
 
@@ -887,7 +922,7 @@ static void events_flush(struct srv_events *st, bool end)
 	if (st->r->include_usage) {
 		o = srv_chunk_new(st->s, st->r);
 		cJSON_AddArrayToObject(o, "choices");
-		cJSON_AddItemToObject(o, "usage", srv_usage(st->r->prompt.n, st->r->res.ids.n));
+		cJSON_AddItemToObject(o, "usage", srv_usage(st->r->prompt.n, st->r->res.ids.n, st->r->res.n_cached));
 		sse(st, o);
 	}
 }

@@ -165,6 +165,9 @@ static void *run(void *arg)
 				i--;
 				continue;
 			}
+			/* the prompt tokens a kept state gave are not fed */
+			r->n_fed = lynn_gen_result(r->gen)->n_cached;
+			s->m.prompt_tokens_cached += r->n_fed;
 			r->state = SRV_RUNNING;
 			slot[i] = r;
 			s->n_running++;
@@ -264,6 +267,8 @@ char *srv_metrics_text(struct srv *s)
 			" " fmt "\n", v)
 	METRIC("prompt_tokens_total", "counter", "Prompt tokens through the model.", "%llu",
 	       (unsigned long long)m.prompt_tokens);
+	METRIC("prompt_tokens_cached_total", "counter", "Prompt tokens whose state came from the prefix cache.",
+	       "%llu", (unsigned long long)m.prompt_tokens_cached);
 	METRIC("tokens_predicted_total", "counter", "Tokens generated.", "%llu",
 	       (unsigned long long)m.predicted_tokens);
 	METRIC("prompt_seconds_total", "counter", "Seconds from a request's first step to its first token, summed.",

@@ -83,7 +83,7 @@ struct srv_req {
 };
 
 struct srv_metrics {
-	uint64_t prompt_tokens, predicted_tokens;
+	uint64_t prompt_tokens, predicted_tokens, prompt_tokens_cached;
 	double prompt_seconds, predicted_seconds;
 	uint64_t requests_ok, requests_failed, requests_cancelled, requests_rejected;
 };
@@ -139,8 +139,10 @@ struct srv_req *srv_req_clone(const struct srv_req *r, uint64_t seed);
 /* A chunk object with the request's id, object, created and model; the
  * caller adds "choices" (and "usage"). */
 cJSON *srv_chunk_new(struct srv *s, const struct srv_req *r);
-/* {"prompt_tokens","completion_tokens","total_tokens"} */
-cJSON *srv_usage(size_t prompt_tokens, size_t completion_tokens);
+/* {"prompt_tokens","completion_tokens","total_tokens",
+ * "prompt_tokens_details":{"cached_tokens"}} (OpenAI's; cached: the prompt
+ * tokens the prefix cache gave) */
+cJSON *srv_usage(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens);
 
 /* A streamed response's events (chat.completion.chunk or text_completion
  * objects as "data: …" lines): the role chunk at init, content, reasoning

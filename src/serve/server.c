@@ -96,12 +96,15 @@ struct lynn_server *lynn_server_start(struct lynn_engine *e, const struct lynn_s
 	s->o.host = s->host;
 	s->o.model_name = s->model_name;
 	s->o.api_key = NULL;
+	lynn_engine_set_cache(e, o->prefix_cache);
 	if (srv_sched_start(s, err)) {
+		lynn_engine_set_cache(e, 0);
 		srv_free(s);
 		return NULL;
 	}
 	if (srv_http_start(s, err)) {
 		srv_sched_stop(s);
+		lynn_engine_set_cache(e, 0);
 		srv_free(s);
 		return NULL;
 	}
@@ -146,5 +149,6 @@ void lynn_server_stop(struct lynn_server *ls)
 		return;
 	srv_sched_stop(s);
 	srv_http_stop(s);
+	lynn_engine_set_cache(s->e, 0);
 	srv_free(s);
 }
