@@ -1,7 +1,8 @@
 /* check_cpu.c - src/cpu: the AVX2/FMA matmul against its portable twin and
  * against a double-precision reference, for BF16, F16 and F32 weights, the
  * decode (1-4 tokens) and prefill (many tokens) shapes, odd sizes (tails),
- * strided x/y, accumulate, and one call carrying several products. */
+ * strided x/y, accumulate, and one call carrying several products; the
+ * delta-rule step and attention against a double reference. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -204,6 +205,74 @@ START_TEST(test_delta_step)
 }
 END_TEST
 
+/* Attention of G heads sharing a KV head: AVX2 and portable against a
+ * double reference, over head sizes with and without an 8-float tail,
+ * 1 to 300 positions, strided q, KV rows and outputs (NaN-poisoned
+ * around them: nothing outside is written). */
+START_TEST(test_attend)
+{
+	static const struct { int G, hd; int64_t T; } cases[] = {
+		{ 1, 16, 1 }, { 4, 16, 37 }, { 8, 128, 300 }, { 2, 24, 64 }, { 3, 12, 9 },
+	};
+	enum lynn_cpu_isa isas[2] = { LYNN_CPU_PORTABLE, LYNN_CPU_AVX2 };
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		const int G = cases[c].G, hd = cases[c].hd;
+		const int64_t T = cases[c].T, ldq = 2 * hd + 3, ldkv = 3 * hd + 5, ldo = hd + 7;
+		float *q = malloc((size_t)(G * ldq) * sizeof *q), *k = malloc((size_t)(T * ldkv) * sizeof *k);
+		float *v = malloc((size_t)(T * ldkv) * sizeof *v), *o = malloc((size_t)(G * ldo) * sizeof *o);
+		float *sc = malloc((size_t)(G * T) * sizeof *sc);
+		double *ref = malloc((size_t)(G * hd) * sizeof *ref), *p = malloc((size_t)T * sizeof *p);
+		for (int64_t i = 0; i < G * ldq; i++)
+			q[i] = frand();
+		for (int64_t i = 0; i < T * ldkv; i++) {
+			k[i] = frand();
+			v[i] = frand();
+		}
+		const float scale = 1.0f / sqrtf((float)hd);
+		for (int h = 0; h < G; h++) {
+			double mx = -INFINITY, sum = 0;
+			for (int64_t t = 0; t < T; t++) {
+				double d = 0;
+				for (int j = 0; j < hd; j++)
+					d += (double)q[h * ldq + j] * k[t * ldkv + j];
+				p[t] = d * scale;
+				mx = p[t] > mx ? p[t] : mx;
+			}
+			for (int64_t t = 0; t < T; t++)
+				sum += (p[t] = exp(p[t] - mx));
+			for (int j = 0; j < hd; j++) {
+				double a = 0;
+				for (int64_t t = 0; t < T; t++)
+					a += p[t] / sum * v[t * ldkv + j];
+				ref[h * hd + j] = a;
+			}
+		}
+		for (int i = 0; i < 2; i++) {
+			for (int64_t x = 0; x < G * ldo; x++)
+				o[x] = NAN;
+			lynn_cpu_attend(q, ldq, G, k, v, ldkv, T, hd, scale, sc, o, ldo, isas[i]);
+			for (int h = 0; h < G; h++)
+				for (int j = 0; j < ldo; j++) {
+					if (j >= hd) {
+						ck_assert_msg(isnan(o[h * ldo + j]), "case %zu: wrote past the head", c);
+						continue;
+					}
+					ck_assert_msg(fabs(o[h * ldo + j] - ref[h * hd + j]) <= 1e-5,
+						      "case %zu isa %d head %d [%d]: %g vs %g", c, i, h, j, o[h * ldo + j],
+						      ref[h * hd + j]);
+				}
+		}
+		free(q);
+		free(k);
+		free(v);
+		free(o);
+		free(sc);
+		free(ref);
+		free(p);
+	}
+}
+END_TEST
+
 Suite *cpu_suite(void)
 {
 	Suite *s = suite_create("cpu");
@@ -213,6 +282,7 @@ Suite *cpu_suite(void)
 	tcase_add_test(tc, test_matmul_many);
 	tcase_add_test(tc, test_row_to_f32_and_isa);
 	tcase_add_test(tc, test_delta_step);
+	tcase_add_test(tc, test_attend);
 	suite_add_tcase(s, tc);
 	return s;
 }

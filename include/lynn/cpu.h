@@ -76,4 +76,12 @@ void lynn_cpu_row_to_f32(enum lynn_dtype dt, const void *w, int64_t row, int64_t
 void lynn_cpu_delta_step(float *S, int dk, int dv, const float *k, const float *q, const float *v,
 			 float beta, float decay, float *o, enum lynn_cpu_isa isa);
 
+/* Attention of one position's G query heads that share one KV head over
+ * its T cached positions: o_h = softmax(scale * K q_h) V for h < G. q row h
+ * at q + h * ldq, key and value t at k + t * ldkv and v + t * ldkv, output
+ * row h at o + h * ldo (hd floats each); sc: scratch of G * T floats. Each
+ * key and value row is read once for the G heads. isa as above. */
+void lynn_cpu_attend(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv,
+		     int64_t T, int hd, float scale, float *sc, float *o, int64_t ldo, enum lynn_cpu_isa isa);
+
 #endif

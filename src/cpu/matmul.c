@@ -17,6 +17,7 @@
 #include "lynn/ggml_quants.h"
 #include "lynn/util.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -509,6 +510,109 @@ void lynn_cpu_delta_step(float *S, int dk, int dv, const float *k, const float *
 #endif
 	(void)isa;
 	delta_portable(S, dk, dv, k, q, v, beta, decay, o);
+}
+
+/* ===== attention ===== */
+
+/* softmax of each head's T scores in place, as the weights p = e^(s - max)
+ * / sum; then o_h = sum_t p_h[t] v_t */
+static void attend_weights(float *sc, int G, int64_t T)
+{
+	for (int h = 0; h < G; h++) {
+		float *s = sc + h * T, mx = -INFINITY, sum = 0.0f;
+		for (int64_t t = 0; t < T; t++)
+			mx = s[t] > mx ? s[t] : mx;
+		for (int64_t t = 0; t < T; t++) {
+			s[t] = expf(s[t] - mx);
+			sum += s[t];
+		}
+		for (int64_t t = 0; t < T; t++)
+			s[t] /= sum;
+	}
+}
+
+static void attend_portable(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv,
+			    int64_t T, int hd, float scale, float *sc, float *o, int64_t ldo)
+{
+	for (int64_t t = 0; t < T; t++) {
+		const float *kt = k + t * ldkv;
+		for (int h = 0; h < G; h++) {
+			const float *qh = q + h * ldq;
+			float part[8] = { 0 }, d = 0.0f;
+			int j = 0;
+			for (; j + 8 <= hd; j += 8) /* 8 running sums: a fixed trip count vectorises */
+				for (int l = 0; l < 8; l++)
+					part[l] += qh[j + l] * kt[j + l];
+			for (int l = 0; l < 8; l++)
+				d += part[l];
+			for (; j < hd; j++)
+				d += qh[j] * kt[j];
+			sc[h * T + t] = d * scale;
+		}
+	}
+	attend_weights(sc, G, T);
+	for (int h = 0; h < G; h++)
+		memset(o + h * ldo, 0, (size_t)hd * sizeof *o);
+	for (int64_t t = 0; t < T; t++) {
+		const float *vt = v + t * ldkv;
+		for (int h = 0; h < G; h++) {
+			float *oh = o + h * ldo, p = sc[h * T + t];
+			for (int j = 0; j < hd; j++)
+				oh[j] += p * vt[j];
+		}
+	}
+}
+
+#if HAVE_X86
+/* hd a multiple of 8 */
+AVX2_FN static void attend_avx2(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv,
+				int64_t T, int hd, float scale, float *sc, float *o, int64_t ldo)
+{
+	const int nb = hd / 8;
+	for (int64_t t = 0; t < T; t++) {
+		const float *kt = k + t * ldkv;
+		for (int h = 0; h < G; h++) {
+			const float *qh = q + h * ldq;
+			__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+			int b = 0;
+			for (; b + 2 <= nb; b += 2) { /* two chains of FMAs */
+				a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * b), _mm256_loadu_ps(kt + 8 * b), a0);
+				a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * b + 8), _mm256_loadu_ps(kt + 8 * b + 8), a1);
+			}
+			if (b < nb)
+				a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * b), _mm256_loadu_ps(kt + 8 * b), a0);
+			sc[h * T + t] = lynn_hsum256(_mm256_add_ps(a0, a1)) * scale;
+		}
+	}
+	attend_weights(sc, G, T);
+	for (int h = 0; h < G; h++)
+		memset(o + h * ldo, 0, (size_t)hd * sizeof *o);
+	for (int64_t t = 0; t < T; t++) {
+		const float *vt = v + t * ldkv;
+		for (int h = 0; h < G; h++) {
+			float *oh = o + h * ldo;
+			const __m256 p = _mm256_set1_ps(sc[h * T + t]);
+			for (int b = 0; b < nb; b++)
+				_mm256_storeu_ps(oh + 8 * b, _mm256_fmadd_ps(p, _mm256_loadu_ps(vt + 8 * b),
+									     _mm256_loadu_ps(oh + 8 * b)));
+		}
+	}
+}
+#endif
+
+void lynn_cpu_attend(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv,
+		     int64_t T, int hd, float scale, float *sc, float *o, int64_t ldo, enum lynn_cpu_isa isa)
+{
+#if HAVE_X86
+	if (isa == LYNN_CPU_AUTO)
+		isa = lynn_cpu_best();
+	if (isa == LYNN_CPU_AVX2 && hd % 8 == 0 && lynn_cpu_has(LYNN_CPU_AVX2)) {
+		attend_avx2(q, ldq, G, k, v, ldkv, T, hd, scale, sc, o, ldo);
+		return;
+	}
+#endif
+	(void)isa;
+	attend_portable(q, ldq, G, k, v, ldkv, T, hd, scale, sc, o, ldo);
 }
 
 /* ===== dispatch ===== */

@@ -24,7 +24,7 @@ struct scratch {
 	float *x, *xn, *mix;             /* (n, H) */
 	int64_t *pos;                    /* (n) */
 	float *P, *Kx, *Vx, *O;          /* attention */
-	float *scores;                   /* (n_threads, T_max) */
+	float *scores;                   /* (n_threads, heads per KV head, T_max) */
 	float *U, *C, *Z, *Bv, *Av, *O2; /* DeltaNet */
 	float *R, *selw;                 /* router (n, E), weights (n * topk) */
 	int *sele, *cnt, *off, *slot;    /* expert per slot, per-expert counts/offsets, slot -> gathered row */
@@ -48,7 +48,7 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->Kx = lynn_carve(a, n * m->nkv * m->hd * f);
 	s->Vx = lynn_carve(a, n * m->nkv * m->hd * f);
 	s->O = lynn_carve(a, n * m->nh * m->hd * f);
-	s->scores = lynn_carve(a, (size_t)m->n_threads * t_max * f);
+	s->scores = lynn_carve(a, (size_t)m->n_threads * (m->nh / m->nkv) * t_max * f);
 	s->U = lynn_carve(a, n * m->conv_dim * f);
 	s->C = lynn_carve(a, n * m->conv_dim * f);
 	s->Z = lynn_carve(a, n * m->Hv * m->dv * f);
@@ -156,44 +156,23 @@ struct attn_ctx {
 	int64_t t_max;
 };
 
+/* One row's query heads that share KV head g (repeat_kv: head h uses kv h
+ * / group), each KV row read once for them, then the output gate. */
 static void attn_task(void *ud, int64_t task, int tid)
 {
 	const struct attn_ctx *c = ud;
 	const struct lynn_model *m = c->m;
 	struct scratch *s = c->s;
-	int64_t i = task / m->nh;
-	int h = (int)(task % m->nh), g = h / (m->nh / m->nkv); /* repeat_kv: head h uses kv h / group */
-	int hd = m->hd, kvw = m->nkv * hd;
-	const float *q = s->P + i * m->nh * 2 * hd + (int64_t)h * 2 * hd;
-	const float *gate = q + hd;
-	const float *kc = c->seqs[i]->kc[c->li], *vc = c->seqs[i]->vc[c->li];
-	int64_t T = s->pos[i] + 1;
-	float *sc = s->scores + (int64_t)tid * c->t_max;
-	float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY;
-	for (int64_t t = 0; t < T; t++) {
-		const float *k = kc + t * kvw + g * hd;
-		float d = 0.0f;
+	const int64_t i = task / m->nkv;
+	const int g = (int)(task % m->nkv), G = m->nh / m->nkv, hd = m->hd, kvw = m->nkv * hd;
+	const float *q = s->P + i * m->nh * 2 * hd + (int64_t)g * G * 2 * hd; /* [q | gate] per head */
+	float *o = s->O + i * m->nh * hd + (int64_t)g * G * hd;
+	lynn_cpu_attend(q, 2 * hd, G, c->seqs[i]->kc[c->li] + g * hd, c->seqs[i]->vc[c->li] + g * hd, kvw,
+			s->pos[i] + 1, hd, 1.0f / sqrtf((float)hd), s->scores + (int64_t)tid * G * c->t_max, o, hd,
+			m->isa);
+	for (int h = 0; h < G; h++) /* output gate, same head order (§3.3 step 6) */
 		for (int j = 0; j < hd; j++)
-			d += q[j] * k[j];
-		sc[t] = d * scale;
-		if (sc[t] > mx)
-			mx = sc[t];
-	}
-	float sum = 0.0f;
-	for (int64_t t = 0; t < T; t++) {
-		sc[t] = expf(sc[t] - mx);
-		sum += sc[t];
-	}
-	float *o = s->O + i * m->nh * hd + (int64_t)h * hd;
-	memset(o, 0, (size_t)hd * sizeof *o);
-	for (int64_t t = 0; t < T; t++) {
-		const float *v = vc + t * kvw + g * hd;
-		float p = sc[t] / sum;
-		for (int j = 0; j < hd; j++)
-			o[j] += p * v[j];
-	}
-	for (int j = 0; j < hd; j++) /* output gate, same head order (§3.3 step 6) */
-		o[j] *= sigmoidf(gate[j]);
+			o[h * hd + j] *= sigmoidf(q[h * 2 * hd + hd + j]);
 }
 
 static void full_attention(struct lynn_model *m, struct scratch *s, int li, int64_t n,
@@ -223,7 +202,7 @@ static void full_attention(struct lynn_model *m, struct scratch *s, int li, int6
 		memcpy(vd, s->Vx + i * kvw, (size_t)kvw * sizeof(float));
 	}
 	struct attn_ctx c = { m, s, seqs, li, t_max };
-	lynn_pool_run(m->pool, n * m->nh, attn_task, &c);
+	lynn_pool_run(m->pool, n * m->nkv, attn_task, &c);
 	run_one(m, s, &L->o, s->O, (int64_t)m->nh * hd, s->mix, m->H, n);
 }
 

@@ -7,6 +7,7 @@ echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d
 sh tests/bench/bench_inspect.sh
 sh tests/bench/runner.sh
 sh tests/bench/serve.sh
+sh tests/bench/prefix_cache.sh
 sh tests/bench/bench_eval.sh 50
 sh tests/bench/llama_cpp.sh
 sh tests/bench/gguf.sh
