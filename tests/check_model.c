@@ -910,11 +910,11 @@ END_TEST
 
 /* One greedy generation through lynn_engine_step in prompt pieces of at
  * most `piece` tokens (serve's chunked prefill). */
-static void step_gen(struct lynn_engine *e, const int32_t *ids, size_t n, int max, size_t cache_at,
+static void step_gen(struct lynn_engine *e, const int32_t *ids, size_t n, int max, size_t at0, size_t at1,
 		     int64_t piece, struct lynn_gen_result *r)
 {
 	struct lynn_err err = { 0 };
-	struct lynn_gen_opts go = { .max_tokens = max, .ignore_eos = true, .cache_at = cache_at };
+	struct lynn_gen_opts go = { .max_tokens = max, .ignore_eos = true, .cache_at = { at0, at1 } };
 	lynn_sample_params_init(&go.sample);
 	struct lynn_gen *g = lynn_gen_create(e, ids, n, &go, &err);
 	ck_assert_msg(g != NULL, "%s", err.msg);
@@ -927,7 +927,8 @@ static void step_gen(struct lynn_engine *e, const int32_t *ids, size_t n, int ma
 /* The prefix cache on engine e against transformers' greedy tokens
  * (ref_generate.json): for each prompt P (np tokens) and its 24 tokens G,
  * - a prompt that shares P's first half and then differs, keeping the
- *   state at the half (cache_at); P then starts from that state;
+ *   states at the quarter and the half (cache_at); a prompt that shares
+ *   only the quarter starts there, and P from the half;
  * - P's first 12 tokens of G leave the state after P + G[0..11); the
  *   conversation continued, P + G[0..12), starts there and goes on with
  *   G[12..24);
@@ -950,25 +951,32 @@ static void check_prefix_cache(struct lynn_engine *e)
 			ids[i] = (int32_t)cJSON_GetArrayItem(p, i)->valuedouble;
 		for (int i = 0; i < ng; i++)
 			ids[np + i] = (int32_t)cJSON_GetArrayItem(g, i)->valuedouble;
-		const size_t half = (size_t)np / 2; /* 0 for the one-token prompt: none kept */
+		/* 0 for the one-token prompt: none kept */
+		const size_t half = (size_t)np / 2, quarter = (size_t)np / 4;
 		memcpy(other, ids, (size_t)np * sizeof *ids);
 		for (int i = (int)half; i < np; i++)
 			other[i] = (ids[i] + 1 + i) % lynn_model_n_vocab(lynn_engine_model(e));
 		for (int budget = 0; budget < 2; budget++) {
 			lynn_engine_set_cache(e, budget ? (size_t)256 << 20 : 1);
 			struct lynn_gen_result r;
-			step_gen(e, other, (size_t)np, 2, half, 5, &r);
+			step_gen(e, other, (size_t)np, 2, quarter, half, 5, &r);
 			ck_assert_int_eq((int)r.n_cached, 0);
 			lynn_gen_result_release(&r);
+			/* a prompt that shares only the first quarter */
+			other[quarter] = (other[quarter] + 1) % lynn_model_n_vocab(lynn_engine_model(e));
+			step_gen(e, other, (size_t)np, 1, 0, 0, 0, &r);
+			ck_assert_msg(r.n_cached == (budget ? quarter : 0), "%s: %zu cached", name, r.n_cached);
+			other[quarter] = ids[quarter];
+			lynn_gen_result_release(&r);
 			/* P from the shared half */
-			step_gen(e, ids, (size_t)np, 12, 0, 5, &r);
+			step_gen(e, ids, (size_t)np, 12, 0, 0, 5, &r);
 			ck_assert_msg(r.n_cached == (budget ? half : 0), "%s: %zu cached", name, r.n_cached);
 			for (int k = 0; k < 12; k++)
 				ck_assert_msg(r.ids.ids[k] == ids[np + k], "%s (%zu cached): token %d: %d vs HF %d",
 					      name, r.n_cached, k, r.ids.ids[k], ids[np + k]);
 			lynn_gen_result_release(&r);
 			/* the conversation continued: P + G[0..12) after P + G[0..11) */
-			step_gen(e, ids, (size_t)np + 12, 12, 0, 0, &r);
+			step_gen(e, ids, (size_t)np + 12, 12, 0, 0, 0, &r);
 			ck_assert_msg(r.n_cached == (budget ? (size_t)np + 11 : 0), "%s: %zu cached", name,
 				      r.n_cached);
 			for (int k = 0; k < 12; k++)

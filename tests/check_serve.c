@@ -426,6 +426,29 @@ static char *ids_body(const int32_t *ids, size_t n, int max_tokens)
 	return b;
 }
 
+/* How many tokens the prompts of two chat request bodies share from the
+ * start (the template and the tokenizer) */
+static size_t agreeing_tokens(const char *a, const char *b)
+{
+	struct lynn_err err = { 0 };
+	const char *body[2] = { a, b };
+	struct lynn_tok_ids ids[2] = { { 0 }, { 0 } };
+	size_t n = 0;
+	for (int i = 0; i < 2; i++) {
+		char *t = NULL;
+		size_t l = 0;
+		ck_assert_int_eq(lynn_chat_render_request(lynn_engine_template(eng), body[i], strlen(body[i]), -1, &t,
+							  &l, &err), 0);
+		ck_assert_int_eq(lynn_tok_encode(lynn_engine_tok(eng), t, l, 0, &ids[i], &err), 0);
+		free(t);
+	}
+	while (n < ids[0].n && n < ids[1].n && ids[0].ids[n] == ids[1].ids[n])
+		n++;
+	lynn_tok_ids_release(&ids[0]);
+	lynn_tok_ids_release(&ids[1]);
+	return n;
+}
+
 static int cached_tokens(const cJSON *j)
 {
 	const cJSON *u = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens_details");
@@ -441,6 +464,9 @@ static int cached_tokens(const cJSON *j)
  *   turn's messages rendered without it stop agreeing with the second
  *   turn's prompt, in tokens; its message is the one served without the
  *   cache;
+ * - another conversation with the same system message starts from the
+ *   state the first turn kept where the two conversations' prompts part
+ *   (at the user message's text);
  * - a completion that continues one (token ids: the prompt and its
  *   completion) starts from the state the first left at its end (all but
  *   the last generated token), and its text is the engine's;
@@ -474,16 +500,9 @@ START_TEST(test_prefix_cache)
 		cJSON_Delete(j);
 		lynn_buf_release(&h.body);
 		/* where the first turn kept its state, from the template and the tokenizer */
-		char *t1 = NULL, *t2 = NULL, *b1;
-		size_t l1 = 0, l2 = 0, lcp = 0;
-		struct lynn_tok_ids i1 = { 0 }, i2 = { 0 };
+		char *b1;
 		ck_assert_int_gt(asprintf(&b1, "{\"messages\":%s,\"add_generation_prompt\":false}", turn1), 0);
-		ck_assert_int_eq(lynn_chat_render_request(lynn_engine_template(eng), b1, strlen(b1), -1, &t1, &l1, &err), 0);
-		ck_assert_int_eq(lynn_chat_render_request(lynn_engine_template(eng), b2, strlen(b2), -1, &t2, &l2, &err), 0);
-		ck_assert_int_eq(lynn_tok_encode(lynn_engine_tok(eng), t1, l1, 0, &i1, &err), 0);
-		ck_assert_int_eq(lynn_tok_encode(lynn_engine_tok(eng), t2, l2, 0, &i2, &err), 0);
-		while (lcp < i1.n && lcp < i2.n && i1.ids[lcp] == i2.ids[lcp])
-			lcp++;
+		const size_t lcp = agreeing_tokens(b1, b2);
 		ck_assert_int_gt((int)lcp, 10);
 		h = call("/v1/chat/completions", b2, NULL, 0);
 		j = ok_json(&h);
@@ -495,11 +514,21 @@ START_TEST(test_prefix_cache)
 		free(b1);
 		free(b2);
 		free(ms);
-		free(t1);
-		free(t2);
 		cJSON_Delete(msgs);
-		lynn_tok_ids_release(&i1);
-		lynn_tok_ids_release(&i2);
+		/* another conversation with the same system message starts where
+		 * the first turn's system message ended */
+		b = chat_body("[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+			      "{\"role\":\"user\",\"content\":\"Which city is largest?\"}]", 4);
+		char *first = chat_body(turn1, 12);
+		const size_t lsys = agreeing_tokens(first, b);
+		free(first);
+		ck_assert_int_gt((int)lsys, 3);
+		h = call("/v1/chat/completions", b, NULL, 0);
+		j = ok_json(&h);
+		ck_assert_int_eq(cached_tokens(j), on ? (int)lsys : 0);
+		cJSON_Delete(j);
+		lynn_buf_release(&h.body);
+		free(b);
 
 		/* a completion continued from its own tokens; the engine's text from
 		 * the first run, where nothing is cached */
@@ -532,7 +561,7 @@ START_TEST(test_prefix_cache)
 		lynn_tok_ids_release(&p);
 		struct http mt = call("/metrics", NULL, NULL, 0);
 		char line[96];
-		snprintf(line, sizeof line, "\nlynn_prompt_tokens_cached_total %d\n", on ? (int)(lcp + np + 7) : 0);
+		snprintf(line, sizeof line, "\nlynn_prompt_tokens_cached_total %d\n", on ? (int)(lcp + lsys + np + 7) : 0);
 		ck_assert_msg(strstr(mt.body.data, line), "%s", mt.body.data);
 		lynn_buf_release(&mt.body);
 		stop();

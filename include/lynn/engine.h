@@ -71,6 +71,7 @@ int lynn_engine_encode_prompt(struct lynn_engine *e, const char *user_text, bool
 int lynn_engine_encode_text(struct lynn_engine *e, const char *text, struct lynn_tok_ids *ids,
 			    struct lynn_err *err);
 
+#define LYNN_CACHE_POINTS 2
 struct lynn_gen_opts {
 	int max_tokens;
 	struct lynn_sample_params sample;   /* lynn_sample_params_init: greedy */
@@ -89,11 +90,12 @@ struct lynn_gen_opts {
 	 * most likely ids at that step. */
 	bool logprobs;
 	int top_logprobs;
-	/* With the prefix cache on: also keep the state after this many prompt
-	 * tokens (0 or >= the prompt's length: none), e.g. a chat prompt
-	 * without its generation prompt, which the conversation's next
-	 * request begins with. */
-	size_t cache_at;
+	/* With the prefix cache on: also keep the states after these numbers
+	 * of prompt tokens (0 or >= the prompt's length: none), e.g. where a
+	 * chat prompt's system message ends, which other conversations begin
+	 * with too, and where its generation prompt starts, which the
+	 * conversation's next request begins with. */
+	size_t cache_at[LYNN_CACHE_POINTS];
 	/* Called with each piece of text that is final (tokenizer present:
 	 * complete UTF-8 characters, stop strings held back) and each id;
 	 * either may be NULL. */

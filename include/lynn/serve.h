@@ -28,8 +28,8 @@ struct lynn_server_opts {
 	int max_prefill;           /* prompt tokens per batch step (chunked prefill) */
 	/* bytes of sequence states the engine keeps between requests (its
 	 * prefix cache, lynn_engine_set_cache; emptied at stop); 0: off. A chat
-	 * request also keeps the state before its generation prompt, where the
-	 * conversation's next request goes its own way. */
+	 * request also keeps the states where its system messages end and
+	 * before its generation prompt. */
 	size_t prefix_cache;
 	const char *api_key;       /* NULL: no authentication; never logged */
 	bool metrics;              /* serve GET /metrics (else 501) */

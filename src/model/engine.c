@@ -641,10 +641,11 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 		if (x->r.finish)
 			continue;
 		if (x->n_fed < x->n_prompt) {
-			/* a piece ends where the state is to be kept */
-			const size_t upto = e->cache.max && x->opts.cache_at > x->n_fed &&
-						    x->opts.cache_at < x->n_prompt
-					    ? x->opts.cache_at : x->n_prompt;
+			/* a piece ends where a state is to be kept */
+			size_t upto = x->n_prompt;
+			for (int c = 0; c < LYNN_CACHE_POINTS && e->cache.max; c++)
+				if (x->opts.cache_at[c] > x->n_fed && x->opts.cache_at[c] < upto)
+					upto = x->opts.cache_at[c];
 			take[i] = LYNN_MIN((int64_t)(upto - x->n_fed), budget);
 			budget -= take[i];
 			rows += take[i];
@@ -750,8 +751,9 @@ int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 			continue;
 		if (x->n_fed < x->n_prompt) {
 			x->n_fed += (size_t)take[i];
-			if (e->cache.max && take[i] > 0 && x->n_fed == x->opts.cache_at)
-				cache_copy(e, x->prompt, x->n_fed, x->seq);
+			for (int c = 0; c < LYNN_CACHE_POINTS && e->cache.max && take[i] > 0; c++)
+				if (x->n_fed == x->opts.cache_at[c] && x->n_fed < x->n_prompt)
+					cache_copy(e, x->prompt, x->n_fed, x->seq);
 			if (x->n_fed < x->n_prompt)
 				continue;
 		}

@@ -456,35 +456,69 @@ int srv_render(struct srv *s, cJSON *b, const char *body, size_t len, char **pro
 	return 0;
 }
 
-/* With the prefix cache on, a chat request keeps the state before its
- * generation prompt: the conversation's next request renders the same
- * messages first, then this turn's answer where this prompt has the
- * generation prompt (a hybrid model's state cannot be cut back to a
- * shorter prefix). The point is where the prompt rendered without the
- * generation prompt stops agreeing with the whole one, in tokens. Nothing
- * is kept when that render fails. */
-static void cache_point(struct srv *s, cJSON *b, struct srv_req *r)
+/* How many tokens of r's prompt the prompt of body b (as it is now)
+ * agrees with; 0 when the template fails on it. */
+static size_t agree(struct srv *s, cJSON *b, const struct srv_req *r)
 {
 	struct srv_error e = { 0 };
 	struct lynn_tok_ids ids = { 0 };
 	struct lynn_err err = { 0 };
-	char *body = NULL, *prompt = NULL;
+	char *body = cJSON_PrintUnformatted(b), *prompt = NULL;
 	size_t plen = 0, n = 0;
-	const cJSON *agp = cJSON_GetObjectItemCaseSensitive(b, "add_generation_prompt");
-	if (!s->o.prefix_cache || (agp && !cJSON_IsTrue(agp)))
-		return;
-	cJSON_DeleteItemFromObjectCaseSensitive(b, "add_generation_prompt");
-	if (!cJSON_AddFalseToObject(b, "add_generation_prompt") || !(body = cJSON_PrintUnformatted(b)) ||
-	    srv_render(s, b, body, strlen(body), &prompt, &plen, &e) ||
-	    lynn_tok_encode(s->tok, prompt, plen, 0, &ids, &err))
-		goto out;
-	while (n < ids.n && n < r->prompt.n && ids.ids[n] == r->prompt.ids[n])
-		n++;
-	r->gopts.cache_at = n;
-out:
+	if (body && !srv_render(s, b, body, strlen(body), &prompt, &plen, &e) &&
+	    !lynn_tok_encode(s->tok, prompt, plen, 0, &ids, &err))
+		while (n < ids.n && n < r->prompt.n && ids.ids[n] == r->prompt.ids[n])
+			n++;
 	lynn_tok_ids_release(&ids);
 	free(prompt);
 	cJSON_free(body);
+	return n;
+}
+
+/* With the prefix cache on, a chat request also keeps two states part way
+ * into its prompt (a hybrid model's state cannot be cut back to a shorter
+ * prefix later), each where the prompt rendered from part of the request,
+ * without the generation prompt, stops agreeing with the whole one:
+ * - the leading system messages (and the tools) with an empty user
+ *   message: other conversations with the same system prompt begin
+ *   there;
+ * - every message: the conversation's next request renders the same
+ *   messages, then this turn's answer where this prompt has the
+ *   generation prompt.
+ * b is the request body, edited here. */
+static void cache_points(struct srv *s, cJSON *b, struct srv_req *r)
+{
+	const cJSON *agp = cJSON_GetObjectItemCaseSensitive(b, "add_generation_prompt");
+	cJSON *msgs = cJSON_GetObjectItemCaseSensitive(b, "messages"), *m, *sys;
+	int k = 0;
+	if (!s->o.prefix_cache || (agp && !cJSON_IsTrue(agp)))
+		return;
+	cJSON_DeleteItemFromObjectCaseSensitive(b, "add_generation_prompt");
+	if (!cJSON_AddFalseToObject(b, "add_generation_prompt"))
+		return;
+	r->gopts.cache_at[1] = agree(s, b, r);
+	cJSON_ArrayForEach(m, msgs) {
+		const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+		if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "developer"))
+			break;
+		k++;
+	}
+	if ((k == 0 && !cJSON_GetObjectItemCaseSensitive(b, "tools")) || k == cJSON_GetArraySize(msgs) ||
+	    !(sys = cJSON_CreateArray()))
+		return;
+	for (int i = 0; i < k; i++)
+		cJSON_AddItemToArray(sys, cJSON_Duplicate(cJSON_GetArrayItem(msgs, i), true));
+	/* and an empty user message: templates refuse a conversation without
+	 * one, and the prompts part at its content */
+	if ((m = cJSON_CreateObject())) {
+		cJSON_AddStringToObject(m, "role", "user");
+		cJSON_AddStringToObject(m, "content", "");
+		cJSON_AddItemToArray(sys, m);
+	}
+	cJSON_ReplaceItemInObjectCaseSensitive(b, "messages", sys);
+	const size_t n = agree(s, b, r);
+	if (n < r->gopts.cache_at[1])
+		r->gopts.cache_at[0] = n;
 }
 
 static int parse_chat(struct srv *s, cJSON *b, const char *body, size_t len, struct srv_req *r,
@@ -502,7 +536,7 @@ static int parse_chat(struct srv *s, cJSON *b, const char *body, size_t len, str
 	rc = encode(s, prompt, plen, r, e);
 	free(prompt);
 	if (!rc)
-		cache_point(s, b, r);
+		cache_points(s, b, r);
 	return rc;
 }
 

@@ -4,7 +4,8 @@
  * either a checked request or an error with an HTTP status and a message.
  * Also the streamed-events path on whatever the parse accepts, fed with
  * the body's own bytes as "generated" text. What it accepts makes a
- * sampler (the penalties and the logit bias in range). */
+ * sampler (the penalties and the logit bias in range), and a chat
+ * request's prefix cache points lie within its prompt, in order. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		abort();
 	S.model_name = "tiny";
 	S.o.ctx_size = 256;
+	S.o.prefix_cache = 1 << 20; /* a chat request also finds its cache point */
 	return 0;
 }
 
@@ -42,7 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		}
 		if (r->prompt.n == 0 || (int64_t)r->prompt.n >= S.o.ctx_size ||
-		    r->gopts.max_tokens < 1 || (int64_t)r->prompt.n + r->gopts.max_tokens > S.o.ctx_size)
+		    r->gopts.max_tokens < 1 || (int64_t)r->prompt.n + r->gopts.max_tokens > S.o.ctx_size ||
+		    r->gopts.cache_at[0] > r->prompt.n || r->gopts.cache_at[1] > r->prompt.n ||
+		    (r->gopts.cache_at[0] && r->gopts.cache_at[0] >= r->gopts.cache_at[1]))
 			abort();
 		/* a sampler can be made of what was accepted (penalties, bias) */
 		struct lynn_err se = { 0 };
