@@ -2,8 +2,9 @@
 """prefix_cache.py PORT [TURNS] - a multi-turn chat against a running `lynn serve`
 (tests/bench/prefix_cache.sh starts it): a long system prompt, then TURNS user
 messages, each answered with one greedy token (so the time is the prompt's:
-its prefill and one step), the answer kept in the conversation. Prints one
-line per turn: prompt tokens, the tokens the server's prefix cache gave
+its prefill and one step), the answer kept in the conversation; then a new
+conversation with the same system prompt. Prints one line per request:
+prompt tokens, the tokens the server's prefix cache gave
 (usage.prompt_tokens_details.cached_tokens) and the request's wall time.
 Standard library only."""
 import json
@@ -51,6 +52,12 @@ def main():
         print(f"turn {t + 1}: prompt {u['prompt_tokens']} tokens, cached {cached}, {dt * 1000:.1f} ms")
         msgs.append({"role": "assistant", "content": j["choices"][0]["message"]["content"] or "ok"})
     print(f"all {turns} turns: {total * 1000:.1f} ms")
+    other = [msgs[0], {"role": "user", "content": "Another question: " + text(999, 60)}]
+    dt, j = ask(port, other)
+    u = j["usage"]
+    cached = u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    print(f"new conversation, same system prompt: prompt {u['prompt_tokens']} tokens, cached {cached}, "
+          f"{dt * 1000:.1f} ms")
 
 
 if __name__ == "__main__":
