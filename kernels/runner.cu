@@ -661,12 +661,12 @@ extern "C" void lynn_cuda_seq_reset(struct lynn_seq *s)
 }
 
 /* KV rows for `need` positions: doubled as on the CPU, the old rows copied. */
-static int grow_kv(const struct lynn_model *m, struct lynn_seq *s, int64_t need, struct lynn_err *err)
+static int grow_kv(const struct lynn_model *m, struct lynn_seq *s, int64_t need, bool exact, struct lynn_err *err)
 {
 	struct lynn_cuda_seq *d = s->cuda;
 	if (need <= d->cap)
 		return 0;
-	int64_t cap = lynn_kv_rows(d->cap, need);
+	int64_t cap = exact ? need : lynn_kv_rows(d->cap, need);
 	size_t row = (size_t)m->nkv * m->hd * sizeof(float);
 	for (int li = 0; li < m->cfg.n_layers; li++) {
 		if (m->layers[li].type != LYNN_LAYER_FULL)
@@ -695,14 +695,15 @@ extern "C" int64_t lynn_cuda_seq_rows(const struct lynn_seq *s) { return s->cuda
 /* A kept state and the sequence that starts from it: the source's
  * positions, conv and recurrent states, device to device once the model's
  * stream is done with them (set-up copies run on the legacy stream). */
-extern "C" int lynn_cuda_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, struct lynn_err *err)
+extern "C" int lynn_cuda_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, bool exact,
+				  struct lynn_err *err)
 {
 	const struct lynn_model *m = src->m;
 	const struct lynn_cuda_seq *a = src->cuda;
 	struct lynn_cuda_seq *b = dst->cuda;
 	int rc;
 	LYNN_CUDA_TRY(cudaDeviceSynchronize());
-	if ((rc = grow_kv(m, dst, src->pos, err)))
+	if ((rc = grow_kv(m, dst, src->pos, exact, err)))
 		return rc;
 	const size_t row = (size_t)m->nkv * m->hd * sizeof(float);
 	for (int li = 0; li < m->cfg.n_layers; li++) {
@@ -2103,7 +2104,7 @@ static int forward_chunk(struct lynn_model *m, int64_t n, struct lynn_seq *const
 	for (int64_t i = 0; i < n; i++)
 		seqs[i]->pos--;
 	for (int64_t i = 0; i < n; i++) {
-		if ((rc = grow_kv(m, seqs[i], h.pos[i] + 1, err)))
+		if ((rc = grow_kv(m, seqs[i], h.pos[i] + 1, false, err)))
 			return rc;
 		h.row_kc[i] = seqs[i]->cuda->d_kc;
 		h.row_vc[i] = seqs[i]->cuda->d_vc;

@@ -92,8 +92,9 @@ void lynn_seq_reset(struct lynn_seq *s);
 int64_t lynn_seq_pos(const struct lynn_seq *s);
 /* dst becomes a copy of src's state (its position, KV rows and DeltaNet
  * states), e.g. a prompt's kept state for a prompt that begins with it;
- * both of one model. */
-int lynn_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, struct lynn_err *err);
+ * both of one model. exact: dst's KV caches grow to src's rows exactly (a
+ * copy to keep), else as a growing sequence's do. */
+int lynn_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, bool exact, struct lynn_err *err);
 /* The memory a sequence's state holds (host or device). */
 size_t lynn_seq_bytes(const struct lynn_seq *s);
 

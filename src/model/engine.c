@@ -235,7 +235,7 @@ static void cache_copy(struct lynn_engine *e, const int32_t *ids, size_t n, cons
 	if (cache_has(e, ids, n))
 		return;
 	struct lynn_seq *c = lynn_seq_create(e->model, &err);
-	if (c && lynn_seq_copy(c, seq, &err)) {
+	if (c && lynn_seq_copy(c, seq, true, &err)) {
 		lynn_seq_free(c);
 		c = NULL;
 	}
@@ -408,7 +408,7 @@ struct lynn_gen *lynn_gen_create(struct lynn_engine *e, const int32_t *prompt, s
 	 * model (a copy that fails leaves the whole prompt to feed) */
 	const struct kept *k = e->cache.max ? cache_find(e, prompt, n) : NULL;
 	struct lynn_err cerr = { 0 };
-	if (k && !lynn_seq_copy(g->seq, k->seq, &cerr))
+	if (k && !lynn_seq_copy(g->seq, k->seq, false, &cerr))
 		g->n_fed = g->r.n_cached = k->n;
 	else if (k)
 		lynn_seq_reset(g->seq);

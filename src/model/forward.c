@@ -435,11 +435,12 @@ static void moe(struct lynn_model *m, struct scratch *s, int li, int64_t n)
 
 /* ===== the pass ===== */
 
-int lynn_seq_grow_kv(const struct lynn_model *m, struct lynn_seq *sq, int64_t need, struct lynn_err *err)
+int lynn_seq_grow_kv(const struct lynn_model *m, struct lynn_seq *sq, int64_t need, bool exact,
+		     struct lynn_err *err)
 {
 	if (need <= sq->cap)
 		return 0;
-	int64_t cap = lynn_kv_rows(sq->cap, need);
+	int64_t cap = exact ? need : lynn_kv_rows(sq->cap, need);
 	size_t row = (size_t)m->nkv * m->hd * sizeof(float);
 	for (int li = 0; li < m->cfg.n_layers; li++) {
 		if (m->layers[li].type != LYNN_LAYER_FULL)
@@ -489,7 +490,7 @@ static int forward_chunk(struct lynn_model *m, struct lynn_arena *ar, int64_t n,
 	for (int64_t i = 0; i < n; i++)
 		seqs[i]->pos--;
 	for (int64_t i = 0; i < n; i++)
-		if ((rc = lynn_seq_grow_kv(m, seqs[i], s.pos[i] + 1, err)))
+		if ((rc = lynn_seq_grow_kv(m, seqs[i], s.pos[i] + 1, false, err)))
 			return rc;
 
 	float eps = (float)c->rms_eps;

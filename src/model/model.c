@@ -590,7 +590,7 @@ void lynn_seq_reset(struct lynn_seq *s)
 
 int64_t lynn_seq_pos(const struct lynn_seq *s) { return s->pos; }
 
-int lynn_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, struct lynn_err *err)
+int lynn_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, bool exact, struct lynn_err *err)
 {
 	const struct lynn_model *m = src->m;
 	if (dst->m != m)
@@ -600,13 +600,13 @@ int lynn_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, struct lynn_
 	int rc;
 #ifdef LYNN_CUDA
 	if (src->cuda) {
-		if ((rc = lynn_cuda_seq_copy(dst, src, err)))
+		if ((rc = lynn_cuda_seq_copy(dst, src, exact, err)))
 			return rc;
 		dst->pos = src->pos;
 		return 0;
 	}
 #endif
-	if ((rc = lynn_seq_grow_kv(m, dst, src->pos, err)))
+	if ((rc = lynn_seq_grow_kv(m, dst, src->pos, exact, err)))
 		return rc;
 	const size_t row = (size_t)m->nkv * m->hd * sizeof(float);
 	for (int li = 0; li < m->cfg.n_layers; li++) {

@@ -112,8 +112,10 @@ int lynn_model_place(struct lynn_model *m, const struct lynn_model_opts *opts, c
 /* KV rows to hold `need` positions when `cap` are there: 64, doubled. */
 int64_t lynn_kv_rows(int64_t cap, int64_t need);
 /* forward.c: a host sequence's KV caches grown to hold `need` positions
- * (the rows there are kept). */
-int lynn_seq_grow_kv(const struct lynn_model *m, struct lynn_seq *sq, int64_t need, struct lynn_err *err);
+ * (the rows there are kept): lynn_kv_rows of them, or exactly `need` (a
+ * kept copy, which does not grow). */
+int lynn_seq_grow_kv(const struct lynn_model *m, struct lynn_seq *sq, int64_t need, bool exact,
+		     struct lynn_err *err);
 /* model.c: the largest rank of the enabled adapters (0 when they are off):
  * the forward passes' LoRA scratch holds one row of that many per token. */
 int lynn_model_lora_rank(const struct lynn_model *m);
@@ -174,7 +176,7 @@ void lynn_cuda_seq_free(struct lynn_seq *s);
 void lynn_cuda_seq_reset(struct lynn_seq *s);
 /* dst's device state a copy of src's first src->pos positions; the KV rows
  * a device sequence holds. */
-int lynn_cuda_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, struct lynn_err *err);
+int lynn_cuda_seq_copy(struct lynn_seq *dst, const struct lynn_seq *src, bool exact, struct lynn_err *err);
 int64_t lynn_cuda_seq_rows(const struct lynn_seq *s);
 int lynn_cuda_forward(struct lynn_model *m, int64_t n, struct lynn_seq *const *seqs,
 		      const int32_t *ids, const bool *want, float *logits, struct lynn_err *err);
