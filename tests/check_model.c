@@ -4,8 +4,9 @@
  * checkpoint (multimodal / text-only, f32 / bf16, per-expert / fused, one
  * sharded), prefill-then-decode equal to one-shot prefill, batched decode of
  * several sequences equal to one at a time, 24-token greedy continuations
- * equal to HF generate, the portable kernels, the sampler, refusal of a
- * checkpoint missing an expert, and the logits / generate commands. */
+ * equal to HF generate (also when a prompt starts from a state the prefix
+ * cache kept), the portable kernels, the sampler, refusal of a checkpoint
+ * missing an expert, and the logits / generate commands. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>

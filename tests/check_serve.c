@@ -6,7 +6,8 @@
  * generate (lynn_engine_generate, the path `lynn generate` takes, itself
  * checked against transformers in check_model.c): greedy results served
  * one at a time, streamed, and batched with other requests are the same
- * text. Also: stop strings, the error table, the bounded queue,
+ * text. Also: the prefix cache (cached counts, answers as without it),
+ * stop strings, the error table, the bounded queue,
  * cancellation on disconnect, the small endpoints, the API key, and the
  * binary's SIGTERM drain.
  */
