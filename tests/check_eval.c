@@ -33,6 +33,7 @@
 #include "lynn/json.h"
 #include "lynn/model.h"
 #include "lynn/profile.h"
+#include "lynn/tok.h"
 #include "testutil.h"
 
 #define EVAL_FIX FIXTURES "/eval"
@@ -851,27 +852,45 @@ START_TEST(test_prompt_golds)
 }
 END_TEST
 
-/* Drop added tokens written like "<|name|>" or "<name>", then strip. */
-static void drop_specials(char *s)
+/* The answer an in-process eval cached for `prompt` on model (with the
+ * adapter, or none) is `lynn generate`'s ids for it, decoded without the
+ * special tokens (as eval decodes) and stripped. */
+static void eval_answer_is_generate(struct lynn_cache *c, const char *model, const char *adapter, const char *prompt)
 {
-	char *w = s;
-	for (char *r = s; *r;) {
-		if (r[0] == '<') {
-			/* <name>, <|name|>: [a-z0-9_], optional bars */
-			size_t k = 1 + (r[1] == '|');
-			while (r[k] == '_' || (r[k] >= 'a' && r[k] <= 'z') || (r[k] >= '0' && r[k] <= '9'))
-				k++;
-			if (r[k] == '|')
-				k++;
-			if (r[k] == '>' && k > 1) {
-				r += k + 1;
-				continue;
-			}
+	char key[65], *cmd, *tail;
+	struct lynn_err err = { 0 };
+	struct lynn_tok_ids ids = { 0 };
+	struct lynn_buf text = { 0 };
+	lynn_cache_key(key, model, adapter, prompt, NULL, 384, false);
+	const cJSON *rec = lynn_cache_get(c, key);
+	ck_assert_msg(rec != NULL, "%s: no cached answer", model);
+	ck_assert(asprintf(&cmd, "-q generate --model %s %s%s --prompt '%s' --max-tokens 384 --threads 1 --print-ids",
+			   model, adapter ? "--adapter " : "", adapter ? adapter : "", prompt) > 0);
+	struct tu_run r = tu_lynn(cmd, NULL, NULL);
+	ck_assert_int_eq(r.status, 0);
+	for (const char *p = r.out; *p; p = tail) {
+		long id = strtol(p, &tail, 10);
+		if (tail == p)
+			break;
+		if (ids.n == ids.cap) {
+			ids.cap = ids.cap ? 2 * ids.cap : 256;
+			ids.ids = realloc(ids.ids, ids.cap * sizeof *ids.ids);
 		}
-		*w++ = *r++;
+		ids.ids[ids.n++] = (int32_t)id;
 	}
-	*w = 0;
-	lynn_eval_strip(s);
+	ck_assert_int_gt((int)ids.n, 0);
+	struct lynn_tok *tok = lynn_tok_load(model, &err);
+	ck_assert_msg(tok != NULL, "%s", err.msg);
+	ck_assert_int_eq(lynn_tok_decode(tok, ids.ids, ids.n, LYNN_TOK_F_SKIP_SPECIAL, &text, &err), 0);
+	ck_assert_int_eq(lynn_buf_puts(&text, ""), 0);
+	lynn_eval_strip(text.data);
+	ck_assert_msg(!strcmp(text.data, cJSON_GetStringValue(cJSON_GetObjectItem(rec, "output"))),
+		      "%s%s: eval's answer differs from lynn generate's", model, adapter ? " with the adapter" : "");
+	lynn_tok_free(tok);
+	lynn_tok_ids_release(&ids);
+	lynn_buf_release(&text);
+	free(cmd);
+	tu_run_free(&r);
 }
 
 /* In-process (engine, adapter on/off per request) on the tiny model: the
@@ -880,11 +899,10 @@ static void drop_specials(char *s)
 START_TEST(test_eval_inprocess)
 {
 	const char *tiny = FIXTURES "/qwen35moe-tiny", *lora = FIXTURES "/lora-tiny";
-	char *dir = tu_mkdtemp(), *args, cpath[512], key[65];
+	char *dir = tu_mkdtemp(), *args, cpath[512];
 	const char *prompt = "用 markdown 表格比较 HTTP/1.1 和 HTTP/2。";
 	struct tu_run r;
 	struct lynn_cache *c;
-	const cJSON *rec;
 
 	if (!lynn_dir_exists(tiny) || !lynn_dir_exists(lora)) {
 		free(dir);
@@ -909,30 +927,8 @@ START_TEST(test_eval_inprocess)
 	c = lynn_cache_open(cpath, true, NULL);
 	ck_assert_ptr_nonnull(c);
 	ck_assert_uint_eq(lynn_cache_n_loaded(c), 36);
-	for (int side = 0; side < 2; side++) {
-		char *cmd, *gen;
-		lynn_cache_key(key, tiny, side ? NULL : lora, prompt, NULL, 384, false);
-		rec = lynn_cache_get(c, key);
-		ck_assert_ptr_nonnull(rec);
-		ck_assert(asprintf(&cmd, "-q generate --model %s %s%s --prompt '%s' --max-tokens 384 --threads 1", tiny,
-				   side ? "" : "--adapter ", side ? "" : lora, prompt) > 0);
-		r = tu_lynn(cmd, NULL, NULL);
-		ck_assert_int_eq(r.status, 0);
-		/* generate keeps special and non-special added tokens; eval skips the
-		 * special ones: compare with every <|…|> token dropped on both sides */
-		gen = strdup(r.out);
-		drop_specials(gen);
-		{
-			char *ev = strdup(cJSON_GetStringValue(cJSON_GetObjectItem(rec, "output")));
-			drop_specials(ev);
-			ck_assert_msg(strlen(gen) > 0 && !strcmp(gen, ev), "%s: eval's answer differs from lynn generate's",
-				      side ? "base" : "adapter");
-			free(ev);
-		}
-		free(gen);
-		free(cmd);
-		tu_run_free(&r);
-	}
+	eval_answer_is_generate(c, tiny, lora, prompt);
+	eval_answer_is_generate(c, tiny, NULL, prompt);
 	lynn_cache_close(c);
 	/* resume: everything from the cache */
 	free(args);
@@ -948,6 +944,36 @@ START_TEST(test_eval_inprocess)
 }
 END_TEST
 
+
+/* In-process on .gguf files (llama.cpp's Q8_0 against its BF16): the
+ * answers equal `lynn generate` on each file. */
+START_TEST(test_eval_inprocess_gguf)
+{
+	const char *q8 = FIXTURES "/gguf/tiny-q8_0.gguf", *bf16 = FIXTURES "/gguf/tiny-bf16.gguf";
+	const char *prompt = "用 markdown 表格比较 HTTP/1.1 和 HTTP/2。";
+	char *dir = tu_mkdtemp(), *args, cpath[512];
+	ck_assert(asprintf(&args, "-q eval --model %s --base %s --sanity-pass --prompts-dir " EVAL_FIX "/prompts "
+			   "--output '%s/r.json' --threads 1", q8, bf16, dir) > 0);
+	struct tu_run r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0 || r.status == 1, "exit %d: %s", r.status, r.err);
+	tu_run_free(&r);
+	snprintf(cpath, sizeof(cpath), "%s/r.json", dir);
+	cJSON *j = load_json(cpath);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "runner")), "local");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "base")), bf16);
+	cJSON_Delete(j);
+	snprintf(cpath, sizeof(cpath), "%s/r.cache.jsonl.zst", dir);
+	struct lynn_cache *c = lynn_cache_open(cpath, true, NULL);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(lynn_cache_n_loaded(c), 36);
+	eval_answer_is_generate(c, q8, NULL, prompt);
+	eval_answer_is_generate(c, bf16, NULL, prompt);
+	lynn_cache_close(c);
+	free(args);
+	lynn_rm_rf(dir);
+	free(dir);
+}
+END_TEST
 
 /* ===== lynn profile (SPEC §7) ===== */
 
@@ -1289,6 +1315,7 @@ Suite *eval_suite(void)
 	tcase_add_test(e, test_out_dir);
 	tcase_add_test(e, test_daily_mix);
 	tcase_add_test(e, test_eval_inprocess);
+	tcase_add_test(e, test_eval_inprocess_gguf);
 	tcase_add_test(u, test_profile_counts);
 	tcase_add_test(u, test_profile_bad_input);
 	tcase_add_test(e, test_profile_command);
