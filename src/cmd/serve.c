@@ -199,9 +199,10 @@ int cmd_serve(int argc, char **argv)
 		lynn_engine_close(eng);
 		return cmd_fail(&err);
 	}
-	fprintf(stderr, "lynn serve: listening on http://%s%s%s:%d (model '%s', %d parallel, ctx %d%s)\n",
+	fprintf(stderr, "lynn serve: listening on http://%s%s%s:%d (model '%s', %d parallel, ctx %d, "
+		"prefix cache %zu MB%s)\n",
 		strchr(so.host, ':') ? "[" : "", so.host, strchr(so.host, ':') ? "]" : "",
-		lynn_server_port(srv), so.model_name, so.parallel, so.ctx_size,
+		lynn_server_port(srv), so.model_name, so.parallel, so.ctx_size, so.prefix_cache >> 20,
 		so.api_key && so.api_key[0] ? ", API key required" : "");
 	fflush(stderr);
 
