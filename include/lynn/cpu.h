@@ -76,6 +76,9 @@ void lynn_cpu_row_to_f32(enum lynn_dtype dt, const void *w, int64_t row, int64_t
 void lynn_cpu_delta_step(float *S, int dk, int dv, const float *k, const float *q, const float *v,
 			 float beta, float decay, float *o, enum lynn_cpu_isa isa);
 
+/* v[0..n) replaced by its softmax (max subtracted, f32 sums) */
+void lynn_cpu_softmax(float *v, int64_t n);
+
 /* Attention of one position's G query heads that share one KV head over
  * its T cached positions: o_h = softmax(scale * K q_h) V for h < G. q row h
  * at q + h * ldq, key and value t at k + t * ldkv and v + t * ldkv, output

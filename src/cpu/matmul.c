@@ -514,25 +514,22 @@ void lynn_cpu_delta_step(float *S, int dk, int dv, const float *k, const float *
 
 /* ===== attention ===== */
 
-/* softmax of each head's T scores in place, as the weights p = e^(s - max)
- * / sum; then o_h = sum_t p_h[t] v_t */
-static void attend_weights(float *sc, int G, int64_t T)
+void lynn_cpu_softmax(float *v, int64_t n)
 {
-	for (int h = 0; h < G; h++) {
-		float *s = sc + h * T, mx = -INFINITY, sum = 0.0f;
-		for (int64_t t = 0; t < T; t++)
-			mx = s[t] > mx ? s[t] : mx;
-		for (int64_t t = 0; t < T; t++) {
-			s[t] = expf(s[t] - mx);
-			sum += s[t];
-		}
-		for (int64_t t = 0; t < T; t++)
-			s[t] /= sum;
+	float mx = -INFINITY, sum = 0.0f;
+	for (int64_t i = 0; i < n; i++)
+		mx = v[i] > mx ? v[i] : mx;
+	for (int64_t i = 0; i < n; i++) {
+		v[i] = expf(v[i] - mx);
+		sum += v[i];
 	}
+	for (int64_t i = 0; i < n; i++)
+		v[i] /= sum;
 }
 
-static void attend_portable(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv,
-			    int64_t T, int hd, float scale, float *sc, float *o, int64_t ldo)
+/* sc[h * T + t] = scale * q_h . k_t, each key row read once for the G heads */
+static void attend_scores_portable(const float *q, int64_t ldq, int G, const float *k, int64_t ldkv, int64_t T,
+				   int hd, float scale, float *sc)
 {
 	for (int64_t t = 0; t < T; t++) {
 		const float *kt = k + t * ldkv;
@@ -550,9 +547,12 @@ static void attend_portable(const float *q, int64_t ldq, int G, const float *k, 
 			sc[h * T + t] = d * scale;
 		}
 	}
-	attend_weights(sc, G, T);
-	for (int h = 0; h < G; h++)
-		memset(o + h * ldo, 0, (size_t)hd * sizeof *o);
+}
+
+/* o_h += sum_t sc[h * T + t] v_t, each value row read once for the G heads */
+static void attend_values_portable(const float *sc, int G, const float *v, int64_t ldkv, int64_t T, int hd,
+				   float *o, int64_t ldo)
+{
 	for (int64_t t = 0; t < T; t++) {
 		const float *vt = v + t * ldkv;
 		for (int h = 0; h < G; h++) {
@@ -564,9 +564,9 @@ static void attend_portable(const float *q, int64_t ldq, int G, const float *k, 
 }
 
 #if HAVE_X86
-/* hd a multiple of 8 */
-AVX2_FN static void attend_avx2(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv,
-				int64_t T, int hd, float scale, float *sc, float *o, int64_t ldo)
+/* the same, hd a multiple of 8 */
+AVX2_FN static void attend_scores_avx2(const float *q, int64_t ldq, int G, const float *k, int64_t ldkv,
+				       int64_t T, int hd, float scale, float *sc)
 {
 	const int nb = hd / 8;
 	for (int64_t t = 0; t < T; t++) {
@@ -584,9 +584,12 @@ AVX2_FN static void attend_avx2(const float *q, int64_t ldq, int G, const float 
 			sc[h * T + t] = lynn_hsum256(_mm256_add_ps(a0, a1)) * scale;
 		}
 	}
-	attend_weights(sc, G, T);
-	for (int h = 0; h < G; h++)
-		memset(o + h * ldo, 0, (size_t)hd * sizeof *o);
+}
+
+AVX2_FN static void attend_values_avx2(const float *sc, int G, const float *v, int64_t ldkv, int64_t T, int hd,
+				       float *o, int64_t ldo)
+{
+	const int nb = hd / 8;
 	for (int64_t t = 0; t < T; t++) {
 		const float *vt = v + t * ldkv;
 		for (int h = 0; h < G; h++) {
@@ -603,16 +606,26 @@ AVX2_FN static void attend_avx2(const float *q, int64_t ldq, int G, const float 
 void lynn_cpu_attend(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv,
 		     int64_t T, int hd, float scale, float *sc, float *o, int64_t ldo, enum lynn_cpu_isa isa)
 {
+	bool avx2 = false;
 #if HAVE_X86
 	if (isa == LYNN_CPU_AUTO)
 		isa = lynn_cpu_best();
-	if (isa == LYNN_CPU_AVX2 && hd % 8 == 0 && lynn_cpu_has(LYNN_CPU_AVX2)) {
-		attend_avx2(q, ldq, G, k, v, ldkv, T, hd, scale, sc, o, ldo);
-		return;
-	}
+	avx2 = isa == LYNN_CPU_AVX2 && hd % 8 == 0 && lynn_cpu_has(LYNN_CPU_AVX2);
+	if (avx2)
+		attend_scores_avx2(q, ldq, G, k, ldkv, T, hd, scale, sc);
 #endif
-	(void)isa;
-	attend_portable(q, ldq, G, k, v, ldkv, T, hd, scale, sc, o, ldo);
+	if (!avx2)
+		attend_scores_portable(q, ldq, G, k, ldkv, T, hd, scale, sc);
+	for (int h = 0; h < G; h++) {
+		lynn_cpu_softmax(sc + h * T, T);
+		memset(o + h * ldo, 0, (size_t)hd * sizeof *o);
+	}
+#if HAVE_X86
+	if (avx2)
+		attend_values_avx2(sc, G, v, ldkv, T, hd, o, ldo);
+#endif
+	if (!avx2)
+		attend_values_portable(sc, G, v, ldkv, T, hd, o, ldo);
 }
 
 /* ===== dispatch ===== */

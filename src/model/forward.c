@@ -318,15 +318,8 @@ static void moe(struct lynn_model *m, struct scratch *s, int li, int64_t n)
 	 * ties, like torch.topk), renormalise */
 	memset(s->cnt, 0, (size_t)E * sizeof(int));
 	for (int64_t i = 0; i < n; i++) {
-		float *r = s->R + i * E, mx = -INFINITY, sum = 0.0f;
-		for (int e = 0; e < E; e++)
-			mx = r[e] > mx ? r[e] : mx;
-		for (int e = 0; e < E; e++) {
-			r[e] = expf(r[e] - mx);
-			sum += r[e];
-		}
-		for (int e = 0; e < E; e++)
-			r[e] /= sum;
+		float *r = s->R + i * E;
+		lynn_cpu_softmax(r, E);
 		int *se = s->sele + i * k;
 		float *sw = s->selw + i * k, tot = 0.0f;
 		for (int j = 0; j < k; j++) {
