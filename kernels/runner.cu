@@ -660,7 +660,8 @@ extern "C" void lynn_cuda_seq_reset(struct lynn_seq *s)
 	cudaDeviceSynchronize();
 }
 
-/* KV rows for `need` positions: doubled as on the CPU, the old rows copied. */
+/* KV rows for `need` positions: doubled as on the CPU (or exactly `need`:
+ * a kept copy), the old rows copied. */
 static int grow_kv(const struct lynn_model *m, struct lynn_seq *s, int64_t need, bool exact, struct lynn_err *err)
 {
 	struct lynn_cuda_seq *d = s->cuda;
