@@ -893,8 +893,43 @@ static void eval_answer_is_generate(struct lynn_cache *c, const char *model, con
 	tu_run_free(&r);
 }
 
+/* How many of the fixture prompt sets' answers on model (with the adapter,
+ * or none) two eval caches hold; each must be the same in both. */
+static int same_answers(const struct lynn_cache *a, const struct lynn_cache *b, const char *model,
+			const char *adapter)
+{
+	static const struct { enum lynn_eval_kind kind; const char *file; } sets[] = {
+		{ LYNN_EVAL_STYLE, "v4_distill_verify_35_v2.jsonl" }, { LYNN_EVAL_V8, "stage1_tool_calling.jsonl" },
+		{ LYNN_EVAL_V8, "stage4_research.jsonl" }, { LYNN_EVAL_V8, "stage5_coding.jsonl" },
+		{ LYNN_EVAL_V9, "v9_holdout.jsonl" }, { LYNN_EVAL_V9, "v9_probe_expanded.jsonl" },
+	};
+	int n = 0;
+	for (size_t f = 0; f < sizeof sets / sizeof *sets; f++) {
+		struct lynn_eval_set set = { sets[f].kind, NULL, 0 };
+		char path[512], key[65];
+		snprintf(path, sizeof path, EVAL_FIX "/prompts/%s", sets[f].file);
+		ck_assert_int_eq(lynn_eval_set_load(&set, path, NULL), 0);
+		for (size_t i = 0; i < set.n; i++) {
+			const struct lynn_eval_item *it = &set.items[i];
+			lynn_cache_key(key, model, adapter, it->prompt, it->tools, it->max_tokens, false);
+			const cJSON *x = lynn_cache_get(a, key), *y = lynn_cache_get(b, key);
+			if (!x && !y)
+				continue;
+			ck_assert_msg(x && y, "%s %s: an answer in one cache only", sets[f].file, it->id ? it->id : "");
+			ck_assert_msg(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(x, "output")),
+					      cJSON_GetStringValue(cJSON_GetObjectItem(y, "output"))),
+				      "%s %s%s: the answers differ", sets[f].file, it->id ? it->id : "",
+				      adapter ? " (adapter)" : "");
+			n++;
+		}
+		lynn_eval_set_release(&set);
+	}
+	return n;
+}
+
 /* In-process (engine, adapter on/off per request) on the tiny model: the
- * answers equal `lynn generate` with and without the adapter; --resume
+ * answers equal `lynn generate` with and without the adapter, and every
+ * answer generated 8 together equals the one generated alone; --resume
  * regenerates nothing. */
 START_TEST(test_eval_inprocess)
 {
@@ -929,6 +964,18 @@ START_TEST(test_eval_inprocess)
 	ck_assert_uint_eq(lynn_cache_n_loaded(c), 36);
 	eval_answer_is_generate(c, tiny, lora, prompt);
 	eval_answer_is_generate(c, tiny, NULL, prompt);
+	/* generated one at a time (--concurrency 1; 8 above): the same answers */
+	free(args);
+	ck_assert(asprintf(&args, "-q eval --model %s --adapter %s --sanity-pass --prompts-dir " EVAL_FIX "/prompts "
+			   "--output '%s/one.json' --threads 1 --concurrency 1", tiny, lora, dir) > 0);
+	r = tu_lynn(args, NULL, NULL);
+	ck_assert_msg(r.status == 0 || r.status == 1, "exit %d: %s", r.status, r.err);
+	tu_run_free(&r);
+	snprintf(cpath, sizeof(cpath), "%s/one.cache.jsonl.zst", dir);
+	struct lynn_cache *c1 = lynn_cache_open(cpath, true, NULL);
+	ck_assert_ptr_nonnull(c1);
+	ck_assert_int_eq(same_answers(c, c1, tiny, lora) + same_answers(c, c1, tiny, NULL), 36);
+	lynn_cache_close(c1);
 	lynn_cache_close(c);
 	/* resume: everything from the cache */
 	free(args);

@@ -114,13 +114,16 @@ int lynn_eval_generate(struct lynn_eval_job *jobs, size_t n_jobs, struct lynn_ca
 void lynn_eval_outputs_release(struct lynn_eval_output *outputs, size_t n);
 
 /* In-process generation (src/eval/inproc.c): a lynn_eval_gen_fn whose
- * gen_ud is a struct lynn_eval_engine. Requests run one at a time, greedy;
- * a request with `model` set runs with the engine's adapter on (the
- * candidate), without it adapter off (the base). The answer is the decode of
- * the generated ids with special tokens skipped, as the toolkit decodes. */
+ * gen_ud is a struct lynn_eval_engine. Requests run greedy, up to `batch`
+ * generated together (continuous batching; the answers come in the order
+ * they finish); the requests with `model` set run with the engine's adapter
+ * on (the candidate), then those without it with the adapter off (the
+ * base). The answer is the decode of the generated ids with special tokens
+ * skipped, as the toolkit decodes. */
 struct lynn_engine;
 struct lynn_eval_engine {
 	struct lynn_engine *engine; /* borrowed */
+	int batch;                  /* requests generated together (<= 1: one at a time) */
 	bool think;
 	int n_nonfinite;            /* answers whose logits had NaN/Inf */
 	bool last_nonfinite;        /* the answer just handed to `done` */

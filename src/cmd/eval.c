@@ -59,7 +59,7 @@ static void usage(FILE *f)
 		"  --sanity-json FILE   lynn-diff-sanity-v1 report whose 'pass' the verdict needs\n"
 		"  --sanity-pass        sanity passed (when no --sanity-json)\n"
 		"generation:\n"
-		"  --concurrency N      requests in flight (default 8)\n"
+		"  --concurrency N      requests in flight (default 8); in-process: generated together\n"
 		"  --timeout S          per-request limit in seconds (default 600)\n"
 		"  --retries N          retries on 429, 5xx, timeouts, connection errors (default 5)\n"
 		"  --backoff S          first retry delay, doubled per retry (default 1)\n"
@@ -221,6 +221,7 @@ static int source_open(struct source *src, const char *model, const char *adapte
 			      adapter ? adapter : "", lynn_now() - t0);
 	}
 	src->ee.engine = src->engine;
+	src->ee.batch = go->concurrency;
 	src->ee.think = go->think;
 	src->s.model = model;
 	src->s.adapter = adapter;
