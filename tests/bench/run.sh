@@ -9,6 +9,7 @@ sh tests/bench/runner.sh
 sh tests/bench/serve.sh
 sh tests/bench/prefix_cache.sh
 sh tests/bench/bench_eval.sh 50
+sh tests/bench/bench_eval_inproc.sh
 sh tests/bench/llama_cpp.sh
 sh tests/bench/gguf.sh
 sh tests/bench/cpu_nvfp4.sh
