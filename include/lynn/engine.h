@@ -177,6 +177,21 @@ void lynn_gen_take_result(struct lynn_gen *g, struct lynn_gen_result *r);
 int lynn_engine_step(struct lynn_engine *e, struct lynn_gen *const *g, size_t n,
 		     int64_t max_prefill, struct lynn_err *err);
 
+/* Generate n requests, up to `batch` of them together (continuous
+ * batching: a finished one's place goes to the next request at once).
+ * start(ud, i, ids, go, err) gives request i's prompt ids (appended to the
+ * empty *ids) and options (*go, zeroed before; it lives until request i is
+ * done): 0 to run it, 1 to skip it, negative to stop. done(ud, i, r, gerr)
+ * gets each request as it finishes (r borrowed, released after), or r NULL
+ * with gerr saying why lynn_gen_create refused it: 0 to go on, nonzero to
+ * stop. A failed step stops everything (its error returned). */
+typedef int (*lynn_gen_start_fn)(void *ud, size_t i, struct lynn_tok_ids *ids, struct lynn_gen_opts *go,
+				 struct lynn_err *err);
+typedef int (*lynn_gen_done_fn)(void *ud, size_t i, const struct lynn_gen_result *r,
+				const struct lynn_err *gerr, struct lynn_err *err);
+int lynn_engine_generate_many(struct lynn_engine *e, size_t n, int batch, lynn_gen_start_fn start,
+			      lynn_gen_done_fn done, void *ud, struct lynn_err *err);
+
 /* The 5 built-in bilingual probe prompts of `lynn sanity` (SPEC §4); the
  * first two are merge's coherence probes. tests/tools/gen_fixtures.py holds
  * the same strings. */

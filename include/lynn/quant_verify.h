@@ -28,8 +28,6 @@
 
 #include "lynn/err.h"
 
-struct lynn_engine;
-
 #define LYNN_QV_SCHEMA "lynn-quant-verify-v2"
 #define LYNN_QV_DEFAULT_MAX_TOKENS 64
 #define LYNN_QV_DEFAULT_MIN_SIMILARITY 0.70
@@ -147,8 +145,9 @@ struct lynn_qv_run {
 struct lynn_qv_gen_opts {
 	int max_tokens;       /* new tokens per prompt (default 64) */
 	int n_threads;        /* in-process; <= 0 all cores */
+	int concurrency;      /* requests in flight (endpoints), generated together
+			       * (in-process); default 4 */
 	/* endpoints (client.h) */
-	int concurrency;      /* default 4 */
 	double timeout_s;     /* default 600 */
 	int max_retries;      /* default 5 */
 	double backoff_s;     /* default 1 */
@@ -161,7 +160,16 @@ void lynn_qv_gen_opts_init(struct lynn_qv_gen_opts *o);
  * folder, bad checkpoint, .gguf, unreachable endpoint) is not an error: the
  * run is marked not loaded with load_error set, and 0 is returned, so the
  * other variants still run. A prompt whose generation fails leaves its
- * output NULL. Only -LYNN_ENOMEM (and -LYNN_EINTR) are returned. */
+ * output NULL. Only -LYNN_ENOMEM (and -LYNN_EINTR) are returned.
+ * In-process (a folder or a .gguf, through engine.h, up to o->concurrency
+ * prompts generated together): each prompt as one user message with the
+ * model's chat template (enable_thinking=false, generation prompt), greedy
+ * until an end-of-generation id or max_tokens; the text is the generated
+ * ids decoded with special tokens skipped (as OpenAI-compatible servers
+ * return it), a leading <think>…</think> block dropped, trimmed. NaN/Inf in
+ * any logits row sets the output's nonfinite flag; n_tokens counts the
+ * generated ids (the end-of-generation id included), gen_s is prefill +
+ * decode time. */
 int lynn_qv_run_generate(struct lynn_qv_run *run, const char *label, const char *path,
 			 const struct lynn_qv_prompts *p, const struct lynn_qv_gen_opts *o,
 			 struct lynn_err *err);
@@ -185,19 +193,6 @@ void lynn_qv_run_release(struct lynn_qv_run *run);
  * atomically. */
 int lynn_qv_run_write(const struct lynn_qv_run *run, const struct lynn_qv_prompts *p,
 		      const char *path, struct lynn_err *err);
-
-/* ===== in-process generation ===== */
-/* Through engine.h: the prompt as one user message with the folder's chat
- * template (enable_thinking=false, generation prompt), greedy until an
- * end-of-generation id or max_tokens; the text is the generated ids decoded
- * with special tokens skipped (as OpenAI-compatible servers return it), a
- * leading <think>…</think> block dropped, trimmed. NaN/Inf in any logits
- * row sets the output's nonfinite flag. `out` is overwritten: out->text is
- * a heap string the caller frees (NULL after an error); n_tokens counts the
- * generated ids (the end-of-generation id included), gen_s is prefill +
- * decode time. */
-int lynn_qv_generate_one(struct lynn_engine *e, const char *prompt, int max_tokens,
-			 struct lynn_qv_output *out, struct lynn_err *err);
 
 /* ===== the report ===== */
 

@@ -42,7 +42,8 @@ static void usage(FILE *f)
 		"  --force                  replace a non-empty --out-dir\n"
 		"  --json                   print the JSON report instead of the table\n"
 		"  --threads N              in-process worker threads (default: all cores)\n"
-		"  --concurrency N          endpoint requests in flight (default 4)\n"
+		"  --concurrency N          requests in flight (endpoints) or generated together\n"
+		"                           (in-process; default 4)\n"
 		"  --timeout S              endpoint request timeout in seconds (default 600)\n"
 		"  --retries N              endpoint retries (default 5)\n"
 		"Endpoints read the API key from LYNN_API_KEY or OPENAI_API_KEY.\n");

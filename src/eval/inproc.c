@@ -2,8 +2,9 @@
  * inproc.c - in-process generation for eval: the engine (model + tokenizer
  * + chat template + unmerged LoRA, engine.h) answers the same requests the
  * endpoint client sends, greedily, up to `batch` of them generated together
- * (continuous batching over lynn_engine_step, as `lynn serve` runs them):
- * the candidate's requests with the adapter on, then the base's with it off.
+ * (lynn_engine_generate_many: continuous batching, the decode loop `lynn
+ * serve` runs): the candidate's requests with the adapter on, then the
+ * base's with it off.
  *
  * The answer is decoded the way the original toolkit decodes it
  * (tokenizer.decode(new_tokens, skip_special_tokens=True)): the generated
@@ -86,63 +87,32 @@ static int answer(struct lynn_eval_engine *ee, size_t i, const struct lynn_gen_r
 	return rc;
 }
 
-/* One request being generated */
-struct slot {
-	size_t i;
-	struct lynn_gen_opts go; /* borrowed by the gen */
-	struct lynn_gen *g;
+/* lynn_engine_generate_many's callbacks over one side's requests */
+struct side {
+	struct lynn_eval_engine *ee;
+	const struct lynn_chat_req *reqs;
+	bool candidate;
+	lynn_client_done_fn done;
+	void *done_ud;
 };
 
-/* The requests of one side (adapter on or off), `batch` at a time: a
- * finished one's slot takes the next request at once. */
-static int run_side(struct lynn_eval_engine *ee, const struct lynn_chat_req *reqs, size_t n, bool candidate,
-		    lynn_client_done_fn done, void *done_ud, struct lynn_err *err)
+static int side_start(void *ud, size_t i, struct lynn_tok_ids *ids, struct lynn_gen_opts *go, struct lynn_err *err)
 {
-	const int B = ee->batch > 1 ? ee->batch : 1;
-	struct slot *s = calloc((size_t)B, sizeof *s);
-	struct lynn_gen **gens = calloc((size_t)B, sizeof *gens);
-	size_t next = 0;
-	int rc = s && gens ? 0 : lynn_errf(err, -LYNN_ENOMEM, "eval: out of memory");
-	lynn_engine_adapter_enable(ee->engine, candidate);
-	for (;;) {
-		int active = 0;
-		for (int b = 0; b < B && !rc; b++) { /* free slots take the next requests */
-			while (!s[b].g && next < n) {
-				const size_t i = next++;
-				struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
-				if ((reqs[i].model != NULL) != candidate)
-					continue;
-				s[b].i = i;
-				memset(&s[b].go, 0, sizeof s[b].go);
-				lynn_sample_params_init(&s[b].go.sample); /* greedy */
-				s[b].go.max_tokens = reqs[i].max_tokens;
-				if (!(rc = encode(ee, &reqs[i], &ids, err)) &&
-				    !(s[b].g = lynn_gen_create(ee->engine, ids.ids, ids.n, &s[b].go, err)))
-					rc = err && err->code ? err->code : -LYNN_ENOMEM;
-				lynn_tok_ids_release(&ids);
-				if (rc)
-					break;
-			}
-			if (s[b].g)
-				gens[active++] = s[b].g;
-		}
-		if (rc || !active)
-			break;
-		if ((rc = lynn_engine_step(ee->engine, gens, (size_t)active, 0, err)))
-			break;
-		for (int b = 0; b < B && !rc; b++) {
-			if (!s[b].g || !lynn_gen_finished(s[b].g))
-				continue;
-			rc = answer(ee, s[b].i, lynn_gen_result(s[b].g), done, done_ud, err);
-			lynn_gen_free(s[b].g);
-			s[b].g = NULL;
-		}
-	}
-	for (int b = 0; s && b < B; b++)
-		lynn_gen_free(s[b].g);
-	free(s);
-	free(gens);
-	return rc;
+	const struct side *sd = ud;
+	if ((sd->reqs[i].model != NULL) != sd->candidate)
+		return 1; /* the other side's */
+	lynn_sample_params_init(&go->sample); /* greedy */
+	go->max_tokens = sd->reqs[i].max_tokens;
+	return encode(sd->ee, &sd->reqs[i], ids, err);
+}
+
+static int side_done(void *ud, size_t i, const struct lynn_gen_result *r, const struct lynn_err *gerr,
+		     struct lynn_err *err)
+{
+	const struct side *sd = ud;
+	if (!r)
+		return lynn_errf(err, gerr->code, "%s", gerr->msg);
+	return answer(sd->ee, i, r, sd->done, sd->done_ud, err);
 }
 
 int lynn_eval_engine_gen(void *ud, const struct lynn_chat_req *reqs, size_t n,
@@ -157,8 +127,12 @@ int lynn_eval_engine_gen(void *ud, const struct lynn_chat_req *reqs, size_t n,
 				 "eval: the model folder has no tokenizer.json or chat template");
 	for (size_t i = 0; i < n; i++)
 		any[reqs[i].model != NULL] = true;
-	for (int side = 1; side >= 0 && !rc; side--) /* the candidate's first */
-		if (any[side])
-			rc = run_side(ee, reqs, n, side, done, done_ud, err);
+	for (int c = 1; c >= 0 && !rc; c--) { /* the candidate's first */
+		struct side sd = { ee, reqs, c, done, done_ud };
+		if (!any[c])
+			continue;
+		lynn_engine_adapter_enable(ee->engine, c);
+		rc = lynn_engine_generate_many(ee->engine, n, ee->batch, side_start, side_done, &sd, err);
+	}
 	return rc;
 }

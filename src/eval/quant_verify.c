@@ -885,39 +885,56 @@ static void drop_think(char *s)
 	lynn_eval_strip(s);
 }
 
-int lynn_qv_generate_one(struct lynn_engine *e, const char *prompt, int max_tokens,
-			 struct lynn_qv_output *out, struct lynn_err *err)
-{
-	struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
-	struct lynn_gen_result r = { 0 };
-	struct lynn_gen_opts go = { .max_tokens = max_tokens };
-	struct lynn_buf text = LYNN_BUF_INIT;
-	int rc;
+/* lynn_engine_generate_many's callbacks over one run's prompts */
+struct folder_ctx {
+	struct lynn_engine *e;
+	struct lynn_qv_run *run;
+	const struct lynn_qv_prompts *p;
+	int max_tokens;
+};
 
-	memset(out, 0, sizeof(*out));
-	out->n_tokens = -1;
-	lynn_sample_params_init(&go.sample);
-	if ((rc = lynn_engine_encode_prompt(e, prompt, false, &ids, err)) ||
-	    (rc = lynn_engine_generate(e, ids.ids, ids.n, &go, &r, err)))
-		goto out;
-	/* the answer's ids: the final end-of-generation id is not text */
-	size_t n = lynn_gen_n_text_ids(&r);
-	if ((rc = lynn_tok_decode(lynn_engine_tok(e), r.ids.ids, n, LYNN_TOK_F_SKIP_SPECIAL, &text,
-				  err)))
-		goto out;
-	if (!(out->text = text.data ? lynn_buf_detach(&text) : strdup(""))) {
-		rc = lynn_errf(err, -LYNN_ENOMEM, "quant-verify: out of memory");
-		goto out;
+static int folder_start(void *ud, size_t i, struct lynn_tok_ids *ids, struct lynn_gen_opts *go,
+			struct lynn_err *err)
+{
+	const struct folder_ctx *c = ud;
+	struct lynn_err perr = { 0 };
+	lynn_sample_params_init(&go->sample); /* greedy */
+	go->max_tokens = c->max_tokens;
+	int rc = lynn_engine_encode_prompt(c->e, c->p->items[i].prompt, false, ids, &perr);
+	if (rc == -LYNN_ENOMEM)
+		return lynn_errf(err, rc, "%s", perr.msg);
+	if (rc) /* this prompt has no output; the others go on */
+		lynn_log_warn("quant-verify: %s: prompt '%s': %s", c->run->label, c->p->items[i].id, perr.msg);
+	return rc ? 1 : 0;
+}
+
+/* A finished generation as prompt i's output: the ids decoded with special
+ * tokens skipped (the final end-of-generation id is not text), a leading
+ * think block dropped, trimmed. */
+static int folder_done(void *ud, size_t i, const struct lynn_gen_result *r, const struct lynn_err *gerr,
+		       struct lynn_err *err)
+{
+	const struct folder_ctx *c = ud;
+	struct lynn_qv_output *out = &c->run->outs[i];
+	struct lynn_buf text = LYNN_BUF_INIT;
+	if (!r) {
+		lynn_log_warn("quant-verify: %s: prompt '%s': %s", c->run->label, c->p->items[i].id, gerr->msg);
+		return 0;
 	}
-	drop_think(out->text);
-	out->n_tokens = (int)r.ids.n;
-	out->gen_s = r.t_prefill_s + r.t_decode_s;
-	out->nonfinite = r.nonfinite;
-out:
+	int rc = lynn_tok_decode(lynn_engine_tok(c->e), r->ids.ids, lynn_gen_n_text_ids(r), LYNN_TOK_F_SKIP_SPECIAL,
+				 &text, err);
+	if (!rc && !(out->text = text.data ? lynn_buf_detach(&text) : strdup("")))
+		rc = lynn_errf(err, -LYNN_ENOMEM, "quant-verify: out of memory");
 	lynn_buf_release(&text);
-	lynn_gen_result_release(&r);
-	lynn_tok_ids_release(&ids);
-	return rc;
+	if (rc)
+		return rc;
+	drop_think(out->text);
+	out->n_tokens = (int)r->ids.n;
+	out->gen_s = r->t_prefill_s + r->t_decode_s;
+	out->nonfinite = r->nonfinite;
+	lynn_log_info("quant-verify: %s: '%s': %d tokens in %.2f s%s", c->run->label, c->p->items[i].id,
+		      out->n_tokens, out->gen_s, out->nonfinite ? " (NaN/Inf logits)" : "");
+	return 0;
 }
 
 static int run_folder(struct lynn_qv_run *run, const struct lynn_qv_prompts *p,
@@ -951,24 +968,14 @@ static int run_folder(struct lynn_qv_run *run, const struct lynn_qv_prompts *p,
 						 : load_fail(run, lerr.code, lerr.msg, err);
 	run->load_time_s = lynn_now() - t0;
 	run->loaded = true;
-	for (size_t i = 0; i < p->n; i++) {
-		struct lynn_err gerr = { 0 };
-		if (lynn_qv_generate_one(e, p->items[i].prompt, o->max_tokens, &run->outs[i], &gerr)) {
-			if (gerr.code == -LYNN_ENOMEM) {
-				lynn_engine_close(e);
-				return lynn_errf(err, gerr.code, "%s", gerr.msg);
-			}
-			lynn_log_warn("quant-verify: %s: prompt '%s': %s", run->label, p->items[i].id,
-				      gerr.msg);
-			free(run->outs[i].text);
-			run->outs[i].text = NULL;
-			continue;
-		}
-		lynn_log_info("quant-verify: %s: %zu/%zu '%s': %d tokens in %.2f s%s", run->label,
-			      i + 1, p->n, p->items[i].id, run->outs[i].n_tokens, run->outs[i].gen_s,
-			      run->outs[i].nonfinite ? " (NaN/Inf logits)" : "");
-	}
+	struct folder_ctx c = { e, run, p, o->max_tokens };
+	struct lynn_err gerr = { 0 };
+	int rc = lynn_engine_generate_many(e, p->n, o->concurrency, folder_start, folder_done, &c, &gerr);
 	lynn_engine_close(e);
+	if (rc == -LYNN_ENOMEM || rc == -LYNN_EINTR)
+		return lynn_errf(err, rc, "%s", gerr.msg);
+	if (rc) /* a failed step: the prompts not answered yet have no output */
+		lynn_log_warn("quant-verify: %s: %s", run->label, gerr.msg);
 	return 0;
 }
 

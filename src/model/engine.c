@@ -832,6 +832,56 @@ int lynn_engine_generate(struct lynn_engine *e, const int32_t *prompt, size_t n,
 	return rc;
 }
 
+/* One request of lynn_engine_generate_many in flight */
+struct many_slot {
+	size_t i;
+	struct lynn_gen_opts go; /* borrowed by the gen */
+	struct lynn_gen *g;
+};
+
+int lynn_engine_generate_many(struct lynn_engine *e, size_t n, int batch, lynn_gen_start_fn start,
+			      lynn_gen_done_fn done, void *ud, struct lynn_err *err)
+{
+	const int B = batch > 1 ? batch : 1;
+	struct many_slot *s = calloc((size_t)B, sizeof *s);
+	struct lynn_gen **gens = calloc((size_t)B, sizeof *gens);
+	size_t next = 0;
+	int rc = s && gens ? 0 : lynn_errf(err, -LYNN_ENOMEM, "engine: out of memory");
+	while (!rc) {
+		int active = 0;
+		for (int b = 0; b < B && !rc; b++) { /* free places take the next requests */
+			while (!rc && !s[b].g && next < n) {
+				struct lynn_tok_ids ids = LYNN_TOK_IDS_INIT;
+				struct lynn_err gerr = { 0 };
+				s[b].i = next++;
+				memset(&s[b].go, 0, sizeof s[b].go);
+				int st = start(ud, s[b].i, &ids, &s[b].go, err);
+				if (st < 0)
+					rc = st;
+				else if (st == 0 && !(s[b].g = lynn_gen_create(e, ids.ids, ids.n, &s[b].go, &gerr)))
+					rc = done(ud, s[b].i, NULL, &gerr, err);
+				lynn_tok_ids_release(&ids);
+			}
+			if (s[b].g)
+				gens[active++] = s[b].g;
+		}
+		if (rc || !active || (rc = lynn_engine_step(e, gens, (size_t)active, 0, err)))
+			break;
+		for (int b = 0; b < B && !rc; b++) {
+			if (!s[b].g || !lynn_gen_finished(s[b].g))
+				continue;
+			rc = done(ud, s[b].i, lynn_gen_result(s[b].g), NULL, err);
+			lynn_gen_free(s[b].g);
+			s[b].g = NULL;
+		}
+	}
+	for (int b = 0; s && b < B; b++)
+		lynn_gen_free(s[b].g);
+	free(s);
+	free(gens);
+	return rc;
+}
+
 int lynn_engine_last_logits(struct lynn_engine *e, const int32_t *prompt, size_t n, float *logits,
 			    struct lynn_err *err)
 {
