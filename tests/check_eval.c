@@ -855,7 +855,8 @@ END_TEST
 /* The answer an in-process eval cached for `prompt` on model (with the
  * adapter, or none) is `lynn generate`'s ids for it, decoded without the
  * special tokens (as eval decodes) and stripped. */
-static void eval_answer_is_generate(struct lynn_cache *c, const char *model, const char *adapter, const char *prompt)
+static void eval_answer_is_generate(struct lynn_cache *c, const char *model, const char *adapter, const char *prompt,
+				    const char *extra)
 {
 	char key[65], *cmd, *tail;
 	struct lynn_err err = { 0 };
@@ -864,8 +865,8 @@ static void eval_answer_is_generate(struct lynn_cache *c, const char *model, con
 	lynn_cache_key(key, model, adapter, prompt, NULL, 384, false);
 	const cJSON *rec = lynn_cache_get(c, key);
 	ck_assert_msg(rec != NULL, "%s: no cached answer", model);
-	ck_assert(asprintf(&cmd, "-q generate --model %s %s%s --prompt '%s' --max-tokens 384 --threads 1 --print-ids",
-			   model, adapter ? "--adapter " : "", adapter ? adapter : "", prompt) > 0);
+	ck_assert(asprintf(&cmd, "-q generate --model %s %s%s --prompt '%s' --max-tokens 384 --threads 1 --print-ids %s",
+			   model, adapter ? "--adapter " : "", adapter ? adapter : "", prompt, extra ? extra : "") > 0);
 	struct tu_run r = tu_lynn(cmd, NULL, NULL);
 	ck_assert_int_eq(r.status, 0);
 	for (const char *p = r.out; *p; p = tail) {
@@ -962,8 +963,8 @@ START_TEST(test_eval_inprocess)
 	c = lynn_cache_open(cpath, true, NULL);
 	ck_assert_ptr_nonnull(c);
 	ck_assert_uint_eq(lynn_cache_n_loaded(c), 36);
-	eval_answer_is_generate(c, tiny, lora, prompt);
-	eval_answer_is_generate(c, tiny, NULL, prompt);
+	eval_answer_is_generate(c, tiny, lora, prompt, NULL);
+	eval_answer_is_generate(c, tiny, NULL, prompt, NULL);
 	/* generated one at a time (--concurrency 1; 8 above): the same answers */
 	free(args);
 	ck_assert(asprintf(&args, "-q eval --model %s --adapter %s --sanity-pass --prompts-dir " EVAL_FIX "/prompts "
@@ -992,15 +993,15 @@ START_TEST(test_eval_inprocess)
 END_TEST
 
 
-/* In-process on .gguf files (llama.cpp's Q8_0 against its BF16): the
- * answers equal `lynn generate` on each file. */
+/* In-process on .gguf files (llama.cpp's Q8_0 against its BF16; the CPU
+ * runner binds them): the answers equal `lynn generate` on each file. */
 START_TEST(test_eval_inprocess_gguf)
 {
 	const char *q8 = FIXTURES "/gguf/tiny-q8_0.gguf", *bf16 = FIXTURES "/gguf/tiny-bf16.gguf";
 	const char *prompt = "用 markdown 表格比较 HTTP/1.1 和 HTTP/2。";
 	char *dir = tu_mkdtemp(), *args, cpath[512];
 	ck_assert(asprintf(&args, "-q eval --model %s --base %s --sanity-pass --prompts-dir " EVAL_FIX "/prompts "
-			   "--output '%s/r.json' --threads 1", q8, bf16, dir) > 0);
+			   "--output '%s/r.json' --threads 1 --device cpu", q8, bf16, dir) > 0);
 	struct tu_run r = tu_lynn(args, NULL, NULL);
 	ck_assert_msg(r.status == 0 || r.status == 1, "exit %d: %s", r.status, r.err);
 	tu_run_free(&r);
@@ -1013,8 +1014,8 @@ START_TEST(test_eval_inprocess_gguf)
 	struct lynn_cache *c = lynn_cache_open(cpath, true, NULL);
 	ck_assert_ptr_nonnull(c);
 	ck_assert_uint_eq(lynn_cache_n_loaded(c), 36);
-	eval_answer_is_generate(c, q8, NULL, prompt);
-	eval_answer_is_generate(c, bf16, NULL, prompt);
+	eval_answer_is_generate(c, q8, NULL, prompt, "--device cpu");
+	eval_answer_is_generate(c, bf16, NULL, prompt, "--device cpu");
 	lynn_cache_close(c);
 	free(args);
 	lynn_rm_rf(dir);
