@@ -471,6 +471,9 @@ static int cached_tokens(const cJSON *j)
  * - a completion that continues one (token ids: the prompt and its
  *   completion) starts from the state the first left at its end (all but
  *   the last generated token), and its text is the engine's;
+ * - the second and third of n = 3 sampled choices start from the first's
+ *   state at its prompt's last token, and the choices are those served
+ *   without the cache;
  * - with the cache off (0), nothing is cached; the metric counts the
  *   cached tokens. */
 START_TEST(test_prefix_cache)
@@ -478,7 +481,7 @@ START_TEST(test_prefix_cache)
 	static const char turn1[] = "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
 				    "{\"role\":\"user\",\"content\":\"Name three colours.\"}]";
 	struct lynn_err err = { 0 };
-	char *reply[2] = { NULL, NULL }, *cont[2] = { NULL, NULL };
+	char *reply[2] = { NULL, NULL }, *cont[2] = { NULL, NULL }, *choices[2][3];
 	struct lynn_gen_result gen = { 0 }, r2 = { 0 };
 	for (int on = 0; on < 2; on++) {
 		start_with(2, 4, 4096, NULL, true, false, on ? (size_t)64 << 20 : 0);
@@ -560,9 +563,27 @@ START_TEST(test_prefix_cache)
 			ck_assert_int_eq(lynn_engine_generate(eng, all, np + 8, &go, &r2, &err), 0);
 		free(all);
 		lynn_tok_ids_release(&p);
+		/* n = 3 choices: the second and third wait for the first's prompt
+		 * and start from its state at the prompt's last token */
+		struct lynn_tok_ids sky = { 0 };
+		ck_assert_int_eq(lynn_engine_encode_text(eng, "The sky is", &sky, &err), 0);
+		char *nb = completion_body("The sky is", 12, "\"temperature\":0.8,\"seed\":5,\"n\":3");
+		h = call("/v1/completions", nb, NULL, 0);
+		j = ok_json(&h);
+		for (int c = 0; c < 3; c++) {
+			char path[32];
+			snprintf(path, sizeof path, "choices.%d.text", c);
+			choices[on][c] = strdup(str_at(j, path));
+		}
+		cJSON_Delete(j);
+		lynn_buf_release(&h.body);
+		free(nb);
+		const int twins = on ? 2 * ((int)sky.n - 1) : 0;
+		lynn_tok_ids_release(&sky);
 		struct http mt = call("/metrics", NULL, NULL, 0);
 		char line[96];
-		snprintf(line, sizeof line, "\nlynn_prompt_tokens_cached_total %d\n", on ? (int)(lcp + lsys + np + 7) : 0);
+		snprintf(line, sizeof line, "\nlynn_prompt_tokens_cached_total %d\n",
+			 on ? (int)(lcp + lsys + np + 7) + twins : 0);
 		ck_assert_msg(strstr(mt.body.data, line), "%s", mt.body.data);
 		lynn_buf_release(&mt.body);
 		stop();
@@ -570,9 +591,14 @@ START_TEST(test_prefix_cache)
 	ck_assert_str_eq(reply[1], reply[0]);
 	ck_assert_str_eq(cont[0], r2.text.data ? r2.text.data : "");
 	ck_assert_str_eq(cont[1], cont[0]);
+	for (int c = 0; c < 3; c++)
+		ck_assert_msg(!strcmp(choices[1][c], choices[0][c]), "choice %d: '%s' with the cache, '%s' without", c,
+			      choices[1][c], choices[0][c]);
 	for (int i = 0; i < 2; i++) {
 		free(reply[i]);
 		free(cont[i]);
+		for (int c = 0; c < 3; c++)
+			free(choices[i][c]);
 	}
 	lynn_gen_result_release(&gen);
 	lynn_gen_result_release(&r2);

@@ -71,7 +71,7 @@ int lynn_engine_encode_prompt(struct lynn_engine *e, const char *user_text, bool
 int lynn_engine_encode_text(struct lynn_engine *e, const char *text, struct lynn_tok_ids *ids,
 			    struct lynn_err *err);
 
-#define LYNN_CACHE_POINTS 2
+#define LYNN_CACHE_POINTS 3
 struct lynn_gen_opts {
 	int max_tokens;
 	struct lynn_sample_params sample;   /* lynn_sample_params_init: greedy */
@@ -93,8 +93,9 @@ struct lynn_gen_opts {
 	/* With the prefix cache on: also keep the states after these numbers
 	 * of prompt tokens (0 or >= the prompt's length: none), e.g. where a
 	 * chat prompt's system message ends, which other conversations begin
-	 * with too, and where its generation prompt starts, which the
-	 * conversation's next request begins with. */
+	 * with too, where its generation prompt starts, which the
+	 * conversation's next request begins with, and at its last token, for
+	 * twins of the request (serve's n > 1 choices). */
 	size_t cache_at[LYNN_CACHE_POINTS];
 	/* Called with each piece of text that is final (tokenizer present:
 	 * complete UTF-8 characters, stop strings held back) and each id;

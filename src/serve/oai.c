@@ -596,6 +596,8 @@ struct srv_req *srv_req_parse(struct srv *s, enum srv_kind kind, const char *bod
 	rc = kind == SRV_CHAT ? parse_chat(s, b, body, len, r, e) : parse_completion(s, b, r, e);
 	if (!rc)
 		rc = fit_context(s, r, e);
+	if (!rc && r->n_choices > 1 && s->o.prefix_cache) /* the choices after the first start there */
+		r->gopts.cache_at[2] = r->prompt.n - 1;
 out:
 	cJSON_Delete(b);
 	if (rc) {

@@ -102,6 +102,20 @@ void srv_release(struct srv *s, struct srv_req *r)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* Whether a running request has the same prompt as r and is still feeding
+ * it (under mu): r then waits, to start from the state that one keeps at
+ * its prompt's last token (serve's n > 1 choices: the prefix cache). */
+static bool twin_prefilling(const struct srv *s, const struct srv_req *r)
+{
+	for (int i = 0; i < s->o.parallel; i++) {
+		const struct srv_req *x = s->slot[i];
+		if (x && x->gen && lynn_gen_prompt_left(x->gen) > 0 && x->prompt.n == r->prompt.n &&
+		    !memcmp(x->prompt.ids, r->prompt.ids, r->prompt.n * sizeof *r->prompt.ids))
+			return true;
+	}
+	return false;
+}
+
 /* End a request (under mu): wake its connection, count it, let go. */
 static void finish(struct srv *s, struct srv_req *r, enum srv_state st)
 {
@@ -149,6 +163,8 @@ static void *run(void *arg)
 			if (slot[i])
 				continue;
 			struct srv_req *r = s->queue_head;
+			if (s->o.prefix_cache && !r->cancelled && twin_prefilling(s, r))
+				break; /* the queue waits a step or two with it */
 			s->queue_head = r->next;
 			if (!s->queue_head)
 				s->queue_tail = NULL;
