@@ -9,7 +9,7 @@
  * The answer is decoded the way the original toolkit decodes it
  * (tokenizer.decode(new_tokens, skip_special_tokens=True)): the generated
  * ids again, special added tokens dropped. A request whose `model` is set
- * runs with the adapter on (the candidate); without, adapter off (the base).
+ * is the candidate's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,6 @@
 #include "lynn/buf.h"
 #include "lynn/engine.h"
 #include "lynn/eval.h"
-#include "lynn/progress.h"
 
 /* A request's prompt ids: its one user message (and its tools) through the
  * chat template. */
