@@ -46,7 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r->prompt.n == 0 || (int64_t)r->prompt.n >= S.o.ctx_size ||
 		    r->gopts.max_tokens < 1 || (int64_t)r->prompt.n + r->gopts.max_tokens > S.o.ctx_size ||
 		    r->gopts.cache_at[0] > r->prompt.n || r->gopts.cache_at[1] > r->prompt.n ||
-		    (r->gopts.cache_at[0] && r->gopts.cache_at[0] >= r->gopts.cache_at[1]))
+		    (r->gopts.cache_at[0] && r->gopts.cache_at[0] >= r->gopts.cache_at[1]) ||
+		    r->gopts.cache_at[2] != (r->n_choices > 1 ? r->prompt.n - 1 : 0))
 			abort();
 		/* a sampler can be made of what was accepted (penalties, bias) */
 		struct lynn_err se = { 0 };
