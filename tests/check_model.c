@@ -898,12 +898,19 @@ static void check_penalties_hf(struct lynn_engine *e)
 	cJSON_Delete(ref);
 }
 
-START_TEST(test_penalties_match_hf)
+/* An engine on the CPU runner, 2 threads */
+static struct lynn_engine *open_cpu_engine(const char *path)
 {
 	struct lynn_err err = { 0 };
 	struct lynn_engine_opts eo = { .n_threads = 2, .device = LYNN_DEVICE_CPU };
-	struct lynn_engine *e = lynn_engine_open(models[_i], &eo, &err);
+	struct lynn_engine *e = lynn_engine_open(path, &eo, &err);
 	ck_assert_msg(e != NULL, "%s", err.msg);
+	return e;
+}
+
+START_TEST(test_penalties_match_hf)
+{
+	struct lynn_engine *e = open_cpu_engine(models[_i]);
 	check_penalties_hf(e);
 	lynn_engine_close(e);
 }
@@ -997,10 +1004,7 @@ static void check_prefix_cache(struct lynn_engine *e)
 
 START_TEST(test_prefix_cache)
 {
-	struct lynn_err err = { 0 };
-	struct lynn_engine_opts eo = { .n_threads = 2, .device = LYNN_DEVICE_CPU };
-	struct lynn_engine *e = lynn_engine_open(models[_i], &eo, &err);
-	ck_assert_msg(e != NULL, "%s", err.msg);
+	struct lynn_engine *e = open_cpu_engine(models[_i]);
 	check_prefix_cache(e);
 	lynn_engine_close(e);
 }

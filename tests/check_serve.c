@@ -1596,6 +1596,8 @@ START_TEST(test_cli)
 		{ "serve --model " TINY " --host not-an-address --port 0", "--host" },
 		{ "serve --model /nonexistent/model --port 0", "/nonexistent/model" },
 		{ "serve --model " TINY " --generation-config vllm", "--generation-config" },
+		{ "serve --model " TINY " --prefix-cache -1", "--prefix-cache" },
+		{ "serve --model " TINY " --prefix-cache 4G", "--prefix-cache" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		struct tu_run r = tu_lynn(cases[i].args, NULL, NULL);
