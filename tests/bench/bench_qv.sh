@@ -2,7 +2,8 @@
 # bench_qv.sh - lynn quant-verify: offline scoring throughput (every pair of
 # the score corpus as reference / variant outputs: similarity + quality per
 # item) and an in-process run on the tiny checkpoints (6 built-in prompts x
-# 64 tokens, reference + one variant, loaded one at a time).
+# 64 tokens, reference + one variant, loaded one at a time), with --concurrency
+# 1 and 4 alternating.
 #   sh tests/bench/bench_qv.sh
 set -e
 cd "$(dirname "$0")/../.."
@@ -23,11 +24,13 @@ T0=$(date +%s.%N)
 ./lynn -q quant-verify --reference-outputs "$TMP/ref.jsonl" --variant-outputs v="$TMP/hyp.jsonl" --json >/dev/null || true
 T1=$(date +%s.%N)
 awk -v t0=$T0 -v t1=$T1 -v n=$N 'BEGIN { w = t1 - t0; printf "quant-verify offline: %d items in %.2f s (%.0f items/s)\n", n, w, n / w }'
-T0=$(date +%s.%N)
-./lynn -q quant-verify --reference tests/fixtures/qwen35moe-tiny --variant f32=tests/fixtures/qwen35moe-tiny-text-f32 \
-	--json > "$TMP/r.json" || true
-T1=$(date +%s.%N)
-python3 -c "
+for C in 1 4 1 4; do # one prompt at a time, then four generated together (the default)
+	T0=$(date +%s.%N)
+	./lynn -q quant-verify --reference tests/fixtures/qwen35moe-tiny \
+		--variant f32=tests/fixtures/qwen35moe-tiny-text-f32 --concurrency $C --json > "$TMP/r.json" || true
+	T1=$(date +%s.%N)
+	python3 -c "
 import json; r = json.load(open('$TMP/r.json')); v = r['variants'][0]
-print('quant-verify in-process (tiny): %.2f s wall, reference %.0f tok/s, variant %.0f tok/s' % ($T1 - $T0,
-      r['reference']['avg_tokens_per_sec'], v['avg_tokens_per_sec']))"
+print('quant-verify in-process (tiny), concurrency $C: %.2f s wall, reference %.0f tok/s, variant %.0f tok/s a request' % (
+      $T1 - $T0, r['reference']['avg_tokens_per_sec'], v['avg_tokens_per_sec']))"
+done
