@@ -97,8 +97,9 @@ int lynn_cuda_nvfp4_stacked_gemm(const struct lynn_cuda_nvfp4_weight *w, const v
  * halves) and Y[g] (M x H', at d_y + g*M*H') = A[g] * Wd[d_ids[g]]^T. The
  * activation is fused into the gate/up kernel (f32, rounded once to bf16),
  * and the down launch's weight loads start before the gate/up kernel ends.
- * H and I must be multiples of 128. The routing weights and the sum over
- * experts are the caller's. */
+ * H and I must be multiples of 128. A negative id leaves its group's A and
+ * Y unwritten (a prefill's expert tiles past the last). The routing weights
+ * and the sum over experts are the caller's. */
 int lynn_cuda_nvfp4_moe_mlp(const struct lynn_cuda_nvfp4_weight *gate_up,
 			    const struct lynn_cuda_nvfp4_weight *down, const int32_t *d_ids,
 			    int n_sel, const void *d_x, int64_t x_group_stride, int m, void *d_act,

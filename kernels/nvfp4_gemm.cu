@@ -730,6 +730,8 @@ nvfp4_tc3_kernel(const uint8_t *__restrict__ packed, const uint8_t *__restrict__
 	const int rg = warp / kg_n, kgi = warp % kg_n;
 	const int g = blockIdx.y;
 	const int e = tc_expert(ids, ids_ready, g);
+	if (e < 0) /* a group with no work (lynn_cuda_nvfp4_moe_mlp) */
+		return;
 	/* a warp's 16 rows: rows rA and rA + 8 of a 16-row tile, or (GATED)
 	 * gate row rA and its up row rA + N/2 of an 8-row tile */
 	const int64_t tile = (int64_t)blockIdx.x * (8 / kg_n) + rg;

@@ -794,14 +794,16 @@ __device__ __forceinline__ void gemv_acc(uint4 raw, const float *x, int64_t ldx,
  * slot, or the one group of a plain linear) Y_g[t][r] (=, or += with acc)
  * scale * sum_k W_e[r][k] X_g[t][k] with e = ids ? ids[g] : 0, X_g = X +
  * (g / x_div) * x_gstride, Y_g = Y + g * y_gstride; rows of tokens ldx/ldy
- * apart. ONE (M = 1): a lane keeps GEMV_U weight loads in flight (lm_head
+ * apart; the tokens from tz * blockIdx.z, tz of them (grid.z splits M
+ * where the rows are too few to fill the GPU: a prefill's router). ONE
+ * (M = 1): a lane keeps GEMV_U weight loads in flight (lm_head
  * of a one-sequence decode step 8% faster on the H200; with several tokens
  * the unrolled loop cost 4-5%, docs/benchmarks.md). */
 template <typename T, bool ONE>
 __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__restrict__ ids,
 		       int x_div, const float *__restrict__ X, int64_t ldx, int64_t x_gstride, int M,
 		       int64_t N, int64_t K, float *Y, int64_t ldy, int64_t y_gstride, float scale,
-		       int acc)
+		       int acc, int tz)
 {
 	lynn_pdl_trigger();
 	int lane = threadIdx.x & 31;
@@ -814,7 +816,7 @@ __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__
 		for (int64_t b = (int64_t)lane * 128; b < K * (int64_t)sizeof(T); b += 32 * 128)
 			asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(W + r * K) + b));
 	pdl_wait();
-	if (r >= N)
+	if (r >= N || (ids && ids[g] < 0)) /* (a negative id: a group with no work) */
 		return;
 	const T *w = W + (ids ? (int64_t)ids[g] : 0) * w_estride + r * K;
 	const float *x = X + (int64_t)(g / x_div) * x_gstride;
@@ -822,9 +824,10 @@ __global__ void k_gemv(const T *__restrict__ W, int64_t w_estride, const int *__
 	constexpr int V = 16 / sizeof(T);
 	bool vec = K % V == 0 && ((uintptr_t)w & 15) == 0 && ldx % 4 == 0 &&
 		   ((uintptr_t)x & 15) == 0;
-	for (int t0 = 0; t0 < M; t0 += GEMV_T) {
+	const int t_end = M < (int)(blockIdx.z + 1) * tz ? M : (int)(blockIdx.z + 1) * tz;
+	for (int t0 = blockIdx.z * tz; t0 < t_end; t0 += GEMV_T) {
 		float a[GEMV_T] = { 0 };
-		int nt = M - t0 < GEMV_T ? M - t0 : GEMV_T;
+		int nt = t_end - t0 < GEMV_T ? t_end - t0 : GEMV_T;
 		if (vec && ONE) {
 			for (int64_t k0 = (int64_t)lane * V; k0 < K; k0 += 32 * V * GEMV_U) {
 				uint4 raw[GEMV_U];
@@ -1182,6 +1185,121 @@ __global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float
 	}
 }
 
+/* A prefill pass runs the delta rule in three launches, so that the part
+ * that must follow the rows in order has no block-wide step in it (k_delta
+ * has four a row: the q and k norms and the output norm):
+ *  - k_delta_prep, a block a (row, k-head): q and k L2-normalised (q times
+ *    1/sqrt(dk)) into QK[row][kh] = (q[dk], k[dk]), and each of the k-head's
+ *    v-heads' beta and decay into BD[row][h] = (beta, decay);
+ *  - k_delta_scan<DK>, a block a (sequence, v-head, 32 state columns): the
+ *    recurrence over the sequence's rows, each thread (P per column) on its
+ *    own share of a column with no barrier, o into O2;
+ *  - k_delta_norm, a block a (row, v-head): the gated RMSNorm of o, into O2
+ *    and O2b.
+ * Each step is k_delta's arithmetic, in its order within a column. */
+__global__ void k_delta_prep(const float *C, const float *Bv, const float *Av, int64_t ldba, const float *neg_a,
+			     const float *dt_bias, int Hk, int Hv, int dk, int cd, float *QK, float *BD)
+{
+	pdl_enter();
+	__shared__ float red[33];
+	const int i = blockIdx.x, kh = blockIdx.y, hpk = Hv / Hk;
+	const float *q = C + (int64_t)i * cd + (int64_t)kh * dk, *k = q + (int64_t)Hk * dk;
+	float sq = 0.0f, sk = 0.0f;
+	for (int a = threadIdx.x; a < dk; a += blockDim.x) {
+		sq += q[a] * q[a];
+		sk += k[a] * k[a];
+	}
+	sq = block_sum(sq, red);
+	sk = block_sum(sk, red);
+	const float rq = 1.0f / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f), qscale = 1.0f / sqrtf((float)dk);
+	float *o = QK + ((int64_t)i * Hk + kh) * 2 * dk;
+	for (int a = threadIdx.x; a < dk; a += blockDim.x) {
+		o[a] = q[a] * rq * qscale;
+		o[dk + a] = k[a] * rk;
+	}
+	if (threadIdx.x < hpk) {
+		const int h = kh * hpk + threadIdx.x;
+		BD[((int64_t)i * Hv + h) * 2] = sigmoid_d(Bv[(int64_t)i * ldba + h]);
+		BD[((int64_t)i * Hv + h) * 2 + 1] = expf(neg_a[h] * softplus_d(Av[(int64_t)i * ldba + h] + dt_bias[h]));
+	}
+}
+
+template <int DK>
+__global__ void k_delta_scan(const float *C, const float *QK, const float *BD, const int *seq_rows,
+			     const int *seq_start, float *const *const *seq_rec, int li, int Hk, int Hv, int dk, int dv,
+			     int cd, float *O2)
+{
+	pdl_enter();
+	constexpr int P = delta_split<DK>::P, SL = DK > 0 ? DK / P : 1;
+	const int s = blockIdx.x, h = blockIdx.y, j = blockIdx.z * 32 + threadIdx.x / P;
+	const int a0 = (threadIdx.x % P) * SL, kh = h / (Hv / Hk);
+	const bool own = j < dv;
+	float *S = seq_rec[s][li] + (int64_t)h * dk * dv;
+	float col[SL];
+#pragma unroll
+	for (int a = 0; a < SL; a++)
+		col[a] = DK > 0 && own ? S[(int64_t)(a0 + a) * dv + j] : 0.0f;
+	for (int e = seq_start[s]; e < seq_start[s + 1]; e++) {
+		const int i = seq_rows[e];
+		const float *qn = QK + ((int64_t)i * Hk + kh) * 2 * dk, *kn = qn + dk;
+		const float beta = BD[((int64_t)i * Hv + h) * 2], decay = BD[((int64_t)i * Hv + h) * 2 + 1];
+		const float v = own ? C[(int64_t)i * cd + 2 * (int64_t)Hk * dk + (int64_t)h * dv + j] : 0.0f;
+		float o = 0.0f, mv = 0.0f;
+		if (DK > 0) {
+#pragma unroll
+			for (int a = 0; a < SL; a++) {
+				col[a] *= decay;
+				mv += col[a] * kn[a0 + a];
+			}
+			if (P == 2)
+				mv += __shfl_xor_sync(0xffffffffu, mv, 1);
+			const float delta = (v - mv) * beta;
+#pragma unroll
+			for (int a = 0; a < SL; a++) {
+				col[a] += kn[a0 + a] * delta;
+				o += col[a] * qn[a0 + a];
+			}
+			if (P == 2)
+				o += __shfl_xor_sync(0xffffffffu, o, 1);
+		} else if (own) {
+			for (int a = 0; a < dk; a++) {
+				const float x = S[(int64_t)a * dv + j] * decay;
+				S[(int64_t)a * dv + j] = x;
+				mv += x * kn[a];
+			}
+			const float delta = (v - mv) * beta;
+			for (int a = 0; a < dk; a++) {
+				const float x = S[(int64_t)a * dv + j] + kn[a] * delta;
+				S[(int64_t)a * dv + j] = x;
+				o += x * qn[a];
+			}
+		}
+		if (own && threadIdx.x % P == 0)
+			O2[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = o;
+	}
+	if (DK > 0 && own) {
+#pragma unroll
+		for (int a = 0; a < SL; a++)
+			S[(int64_t)(a0 + a) * dv + j] = col[a];
+	}
+}
+
+__global__ void k_delta_norm(const float *Z, int64_t ldz, const float *gnorm, int Hv, int dv, float eps, float *O2,
+			     __nv_bfloat16 *O2b)
+{
+	pdl_enter();
+	__shared__ float red[33];
+	const int i = blockIdx.x, h = blockIdx.y, j = threadIdx.x;
+	const int64_t at = (int64_t)i * Hv * dv + (int64_t)h * dv + j;
+	const float o = j < dv ? O2[at] : 0.0f;
+	const float r = 1.0f / sqrtf(block_sum(o * o, red) / (float)dv + eps);
+	if (j < dv) {
+		const float v = gnorm[j] * (o * r) * silu_d(Z[(int64_t)i * ldz + (int64_t)h * dv + j]);
+		O2[at] = v;
+		O2b[at] = __float2bfloat16(v);
+	}
+}
+
 /* Router: softmax over all E experts, top-k (descending, lower index first
  * on ties, as torch.topk), the k probabilities renormalised; `ord` lists a
  * row's slots by ascending expert id (the order HF's index_add_ sums in).
@@ -1267,6 +1385,92 @@ __global__ void k_gather_bf16(const __nv_bfloat16 *x, int k, int nk, int64_t H, 
 		xg[(int64_t)g * H + d] = x[(int64_t)row * H + d];
 }
 
+/* A prefill pass groups the expert slots by expert (moe), so an expert's
+ * weights are read once per MOE_TILE of its slots rather than once per
+ * slot: slot g's row of the products is yrow[g] = MOE_TILE * tile + j, its
+ * expert's tiles holding its slots (in no set order: a row's products do
+ * not depend on the other rows of its tile); tile_e[t] is tile t's expert,
+ * -1 past the last tile (the products skip those groups), and
+ * tile_slot[MOE_TILE * t + j] the slot of row j, -1 for a tile's unused
+ * rows. One block; dynamic shared memory 2 * ne ints. Experts are 0..ne-1
+ * (an id out of range, which only NaN logits leave, counts as expert 0). */
+#define MOE_TILE 8
+
+static __host__ __device__ int moe_tiles_max(int slots, int ne)
+{
+	return (slots + MOE_TILE - 1) / MOE_TILE + (ne < slots ? ne : slots);
+}
+
+__global__ void k_moe_tiles(const int *sele, int G, int ne, int *tile_e, int *tile_slot, int *yrow)
+{
+	pdl_enter();
+	extern __shared__ int mt[];
+	int *cnt = mt, *first = mt + ne; /* slots an expert has (then has placed); its first row */
+	const int ntmax = moe_tiles_max(G, ne);
+	for (int e = threadIdx.x; e < ne; e += blockDim.x)
+		cnt[e] = 0;
+	for (int r = threadIdx.x; r < ntmax * MOE_TILE; r += blockDim.x)
+		tile_slot[r] = -1;
+	__syncthreads();
+	for (int g = threadIdx.x; g < G; g += blockDim.x) {
+		const int e = sele[g];
+		atomicAdd(&cnt[e >= 0 && e < ne ? e : 0], 1);
+	}
+	__syncthreads();
+	__shared__ int rows_used;
+	if (threadIdx.x == 0) {
+		int t = 0;
+		for (int e = 0; e < ne; e++) {
+			first[e] = t * MOE_TILE;
+			t += (cnt[e] + MOE_TILE - 1) / MOE_TILE;
+			cnt[e] = 0;
+		}
+		rows_used = t * MOE_TILE;
+	}
+	__syncthreads();
+	for (int u = threadIdx.x; u < ntmax; u += blockDim.x) { /* a tile's expert: the last to start by it */
+		int lo = 0, hi = ne - 1;
+		while (lo < hi) {
+			const int mid = (lo + hi + 1) / 2;
+			if (first[mid] <= u * MOE_TILE)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		tile_e[u] = u * MOE_TILE < rows_used ? lo : -1;
+	}
+	for (int g = threadIdx.x; g < G; g += blockDim.x) {
+		int e = sele[g];
+		e = e >= 0 && e < ne ? e : 0;
+		const int row = first[e] + atomicAdd(&cnt[e], 1);
+		tile_slot[row] = g;
+		yrow[g] = row;
+	}
+}
+
+/* The tiles' rows of the expert input (f32 into Xf and/or bf16 into Xb):
+ * row r is its slot's token row (the nk routed slots, k a token, then one
+ * a token for the shared expert); a tile's unused rows repeat its first,
+ * so every row is a finite input. Grid: a block a row. */
+__global__ void k_gather_tiles(const float *xf, const __nv_bfloat16 *xb, const int *tile_slot, int k, int nk,
+			       int64_t H, float *Xf, __nv_bfloat16 *Xb)
+{
+	pdl_enter();
+	const int r = blockIdx.x;
+	int g = tile_slot[r];
+	if (g < 0)
+		g = tile_slot[r - r % MOE_TILE];
+	if (g < 0)
+		return; /* a tile past the last */
+	const int64_t row = g < nk ? g / k : g - nk;
+	for (int64_t d = threadIdx.x; d < H; d += blockDim.x) {
+		if (Xf)
+			Xf[(int64_t)r * H + d] = xf[row * H + d];
+		if (Xb)
+			Xb[(int64_t)r * H + d] = xb[row * H + d];
+	}
+}
+
 /* act = silu(gate) * up over n values in rows of `cols` (f32 and bf16,
  * contiguous); gate and up rows lie ld apart. */
 __global__ void k_swiglu(const float *G, const float *U, int64_t ld, int64_t cols, int64_t n, float *A,
@@ -1285,12 +1489,14 @@ __global__ void k_swiglu(const float *G, const float *U, int64_t ld, int64_t col
 /* x += (routed sum in expert order) + sigmoid(shared gate) * shared (§3.5);
  * grid (rows, H / blockDim), one element a thread, its k slot loads in
  * flight together (the sum keeps expert order). Rows of SG lie ldsg apart.
+ * Yg's row for slot sl is yrow[sl] and YS's for row i ysrow[i] (NULL: sl and
+ * i; a prefill pass's expert tiles, k_moe_tiles).
  * (Fused into the next layer's norm, one block a row, a decode step was
  * 6-10% slower on the H200: docs/benchmarks.md.) */
 #define MOE_MAXK 16
 
-__global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const int *ord,
-			  const float *SG, int64_t ldsg, const float *YS, int k, int64_t H)
+__global__ void k_moe_sum(float *x, const float *Yg, const int *yrow, const float *selw, const int *ord,
+			  const float *SG, int64_t ldsg, const float *YS, const int *ysrow, int k, int64_t H)
 {
 	pdl_enter();
 	int i = blockIdx.x;
@@ -1305,7 +1511,7 @@ __global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const in
 			v[j] = wt[j] = 0.0f;
 			if (j0 + j < k) {
 				int sl = i * k + ord[i * k + j0 + j];
-				v[j] = Yg[(int64_t)sl * H + d];
+				v[j] = Yg[(int64_t)(yrow ? yrow[sl] : sl) * H + d];
 				wt[j] = selw[sl];
 			}
 		}
@@ -1314,7 +1520,7 @@ __global__ void k_moe_sum(float *x, const float *Yg, const float *selw, const in
 			if (j0 + j < k)
 				y += v[j] * wt[j];
 	}
-	y += sigmoid_d(SG[(int64_t)i * ldsg]) * YS[(int64_t)i * H + d];
+	y += sigmoid_d(SG[(int64_t)i * ldsg]) * YS[(int64_t)(ysrow ? ysrow[i] : i) * H + d];
 	x[(int64_t)i * H + d] += y;
 }
 
@@ -1543,6 +1749,9 @@ struct scratch {
 	float *Gg, *Ug, *act, *Yg, *HSgu, *HSa, *YS, *lora, *logits;
 	__nv_bfloat16 *xnb, *Ob, *O2b, *Xg, *actb, *HSab;
 	int *sele, *ord;
+	float *Xgf;                /* a prefill pass's expert tiles (k_moe_tiles): their f32 input */
+	float *QK, *BD;            /* a prefill pass's delta rule (k_delta_prep) */
+	int *tile_e, *tile_slot, *yrow;
 	struct pick_mem pm;        /* the wanted rows' picks (pick_rows); its topk and temp
 				    * staged: a wanted row's top-k (0: greedy) and temperature */
 	/* staged from the host */
@@ -1554,8 +1763,11 @@ struct scratch {
 static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scratch *s, int64_t n,
 		   int64_t nw, int max_rank, bool topk)
 {
-	/* nk routed slots; the shared expert's rows after them (D->shx) */
+	/* nk routed slots; the shared expert's rows after them (D->shx); the
+	 * expert products' rows: a row per slot, or a prefill pass's tiles */
 	size_t f = sizeof(float), b = sizeof(__nv_bfloat16), nk = (size_t)n * m->topk, nks = nk + n;
+	size_t nt = n > GRAPH_MAX_ROWS ? (size_t)moe_tiles_max((int)nks, (int)m->E + 1) : 0;
+	size_t rs = LYNN_MAX(nks, nt * MOE_TILE);
 	size_t big = LYNN_MAX((size_t)m->nh * m->hd, (size_t)m->Hv * m->dv);
 	a->used = 0;
 	s->x = (float *)lynn_carve(a, n * m->H * f);
@@ -1571,10 +1783,13 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->RS = (float *)lynn_carve(a, n * (m->E + 1) * f); /* router and shared gate */
 	s->selp = (float *)lynn_carve(a, nk * f);
 	s->selw = (float *)lynn_carve(a, nk * f);
-	s->Gg = (float *)lynn_carve(a, nk * 2 * m->I * f); /* [slot][gate; up] for a fused bank */
-	s->Ug = (float *)lynn_carve(a, nk * m->I * f);
-	s->act = (float *)lynn_carve(a, nk * m->I * f);
-	s->Yg = (float *)lynn_carve(a, nks * m->H * f);
+	s->Gg = (float *)lynn_carve(a, rs * 2 * m->I * f); /* [row][gate; up] for a fused bank */
+	s->Ug = (float *)lynn_carve(a, rs * m->I * f);
+	s->act = (float *)lynn_carve(a, rs * m->I * f);
+	s->Yg = (float *)lynn_carve(a, rs * m->H * f);
+	s->Xgf = (float *)lynn_carve(a, nt * MOE_TILE * m->H * f);
+	s->QK = (float *)lynn_carve(a, (n > GRAPH_MAX_ROWS ? n : 0) * m->Hk * 2 * m->dk * f);
+	s->BD = (float *)lynn_carve(a, (n > GRAPH_MAX_ROWS ? n : 0) * m->Hv * 2 * f);
 	s->HSgu = (float *)lynn_carve(a, 2 * n * m->Is * f); /* the shared expert's gate and up */
 	s->HSa = (float *)lynn_carve(a, n * m->Is * f);
 	s->YS = (float *)lynn_carve(a, n * m->H * f);
@@ -1583,11 +1798,14 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->xnb = (__nv_bfloat16 *)lynn_carve(a, n * m->H * b);
 	s->Ob = (__nv_bfloat16 *)lynn_carve(a, n * big * b);
 	s->O2b = s->Ob;
-	s->Xg = (__nv_bfloat16 *)lynn_carve(a, nks * m->H * b);
-	s->actb = (__nv_bfloat16 *)lynn_carve(a, nks * m->I * b);
+	s->Xg = (__nv_bfloat16 *)lynn_carve(a, rs * m->H * b);
+	s->actb = (__nv_bfloat16 *)lynn_carve(a, rs * m->I * b);
 	s->HSab = (__nv_bfloat16 *)lynn_carve(a, n * m->Is * b);
 	s->sele = (int *)lynn_carve(a, nks * sizeof(int));
 	s->ord = (int *)lynn_carve(a, nk * sizeof(int));
+	s->tile_e = (int *)lynn_carve(a, nt * sizeof(int));
+	s->tile_slot = (int *)lynn_carve(a, nt * MOE_TILE * sizeof(int));
+	s->yrow = (int *)lynn_carve(a, nks * sizeof(int));
 	carve_picks(a, &s->pm, nw > 0 ? nw : 1, topk);
 }
 
@@ -1648,8 +1866,19 @@ static void gemv_t(struct pass *p, dim3 grid, const void *w, int64_t w_estride, 
 		   const float *x, int64_t ldx, int64_t x_gstride, int m, int64_t n, int64_t k, float *y,
 		   int64_t ldy, int64_t y_gstride, float scale, bool acc)
 {
+	/* token slices of GEMV_T-multiples where the grid is under two blocks a
+	 * multiprocessor (about 264 on the H200) */
+	int slices = 1, tz = m;
+	const int64_t blocks = (int64_t)grid.x * grid.y;
+	if (m > GEMV_T && blocks < 264) {
+		const int steps = (m + GEMV_T - 1) / GEMV_T;
+		slices = (int)LYNN_MIN((int64_t)steps, (264 + blocks - 1) / blocks);
+		tz = (steps + slices - 1) / slices * GEMV_T;
+		slices = (m + tz - 1) / tz;
+	}
+	grid.z = (unsigned)slices;
 	launch(p->pdl, m == 1 ? k_gemv<T, true> : k_gemv<T, false>, grid, 256, 0, p->st, (const T *)w, w_estride,
-	       ids, x_div, x, ldx, x_gstride, m, n, k, y, ldy, y_gstride, scale, (int)acc);
+	       ids, x_div, x, ldx, x_gstride, m, n, k, y, ldy, y_gstride, scale, (int)acc, tz);
 }
 
 /* The dense product of k_gemv for weight dtype dt. */
@@ -1746,16 +1975,17 @@ static int group_run(struct pass *p, const struct dgroup *G, const float *x, con
 	return rc;
 }
 
-/* Expert products over the n*k slots: Y[g] = W_{sele[g]} X_{g / x_div}.
- * NVFP4 reads slot g's bf16 row at xb + g * xb_stride (0: one row for all). */
-static int bank_run(struct pass *p, const struct dbank *b, int groups, int x_div, const float *x,
-		    const __nv_bfloat16 *xb, int64_t xb_stride, float *y)
+/* Expert products over groups of `rows` tokens (a slot, or a prefill's
+ * expert tile): Y[g] = W_{ids[g]} X_{g / x_div}, rows after rows. NVFP4
+ * reads group g's bf16 rows at xb + g * xb_stride (0: one row for all). */
+static int bank_run(struct pass *p, const struct dbank *b, const int *ids, int groups, int rows, int x_div,
+		    const float *x, const __nv_bfloat16 *xb, int64_t xb_stride, float *y)
 {
 	if (b->nv)
-		return lynn_cuda_nvfp4_moe_gemm(&b->q, p->s.sele, groups, xb, xb_stride, 1, y,
-						LYNN_CUDA_OUT_F32, LYNN_CUDA_PATH_AUTO, p->st, p->err);
-	return gemv(p, b->dt, b->w, b->n * b->k, p->s.sele, groups, x_div, x, b->k, b->k, 1, b->n, b->k, y,
-		    b->n, b->n, 1.0f, false);
+		return lynn_cuda_nvfp4_moe_gemm(&b->q, ids, groups, xb, xb_stride, rows, y, LYNN_CUDA_OUT_F32,
+						LYNN_CUDA_PATH_AUTO, p->st, p->err);
+	return gemv(p, b->dt, b->w, b->n * b->k, ids, groups, x_div, x, b->k, rows * b->k, rows, b->n, b->k, y,
+		    b->n, rows * b->n, 1.0f, false);
 }
 
 /* Adapters on routed experts: the slots' experts are read back and each
@@ -1847,15 +2077,39 @@ static int deltanet(struct pass *p, int li, int64_t n, int ns)
 #define DELTA(DK) launch(p->pdl, k_delta<DK>, dg, bt, dsh, p->st, s->C, in[1], ld[1], in[2], in[3], ld[2], \
 			  s->seq_rows, s->seq_start, s->seq_rec, li, D->neg_a, D->dt_bias, D->gnorm, m->Hk, m->Hv, \
 			  m->dk, m->dv, m->conv_dim, (float)m->cfg.rms_eps, s->O2, s->O2b)
-	switch (m->dk) { /* the model's 128, the test models' 16 */
-	case 16: DELTA(16); break;
-	case 128:
-		if (reg128) {
-			DELTA(128);
-			break;
+	if (n > GRAPH_MAX_ROWS) { /* a prefill pass: the three launches (k_delta_prep) */
+		launch(p->pdl, k_delta_prep, dim3((unsigned)n, (unsigned)m->Hk), (m->dk + 31) / 32 * 32, 0, p->st,
+		       (const float *)s->C, (const float *)in[2], (const float *)in[3], ld[2], (const float *)D->neg_a,
+		       (const float *)D->dt_bias, m->Hk, m->Hv, m->dk, m->conv_dim, s->QK, s->BD);
+		dim3 sg((unsigned)ns, (unsigned)m->Hv, (unsigned)((m->dv + 31) / 32));
+#define SCAN(DK) launch(p->pdl, k_delta_scan<DK>, sg, 32 * delta_split<DK>::P, 0, \
+			 p->st, (const float *)s->C, (const float *)s->QK, (const float *)s->BD, (const int *)s->seq_rows, \
+			 (const int *)s->seq_start, s->seq_rec, li, m->Hk, m->Hv, m->dk, m->dv, m->conv_dim, s->O2)
+		switch (m->dk) {
+		case 16: SCAN(16); break;
+		case 128:
+			if (reg128) {
+				SCAN(128);
+				break;
+			}
+			/* fall through */
+		default: SCAN(0);
 		}
-		/* fall through */
-	default: DELTA(0);
+#undef SCAN
+		launch(p->pdl, k_delta_norm, dim3((unsigned)n, (unsigned)m->Hv), (m->dv + 31) / 32 * 32, 0, p->st,
+		       (const float *)in[1], ld[1], (const float *)D->gnorm, m->Hv, m->dv, (float)m->cfg.rms_eps, s->O2,
+		       s->O2b);
+	} else {
+		switch (m->dk) { /* the model's 128, the test models' 16 */
+		case 16: DELTA(16); break;
+		case 128:
+			if (reg128) {
+				DELTA(128);
+				break;
+			}
+			/* fall through */
+		default: DELTA(0);
+		}
 	}
 #undef DELTA
 	if ((rc = launch_check(p, "deltanet")))
@@ -1899,30 +2153,56 @@ static int moe(struct pass *p, int li, int64_t n)
 		for (int64_t i = 0; m->route_fn && i < n; i++)
 			m->route_fn(m->route_ud, li, k, se + i * k, sp + i * k);
 	}
-	/* the NVFP4 banks' bf16 input, a row per slot; one row serves every
-	 * slot of a one-row pass */
+	/* The expert products' groups: a slot each (`rows` 1), or, in a
+	 * prefill pass, the slots grouped by expert in tiles of MOE_TILE
+	 * (k_moe_tiles), so an expert's weights are read once a tile rather
+	 * than once a slot. Adapters on routed experts (added a slot at a
+	 * time) and NVFP4 experts outside the expert MLP call keep a group a
+	 * slot. */
+	const bool tiled = n > GRAPH_MAX_ROWS && !elora && (fused || (!D->eg.nv && !D->eu.nv && !D->ed.nv));
+	const int *ids = s->sele, *yrow = NULL;
+	int groups = fused && !elora ? Gs : G, rows = 1, x_div = k;
+	/* the NVFP4 banks' bf16 input, a row per group row (one row serves
+	 * every slot of a one-row pass); the dense banks' f32 input */
 	const __nv_bfloat16 *xg = n == 1 ? s->xnb : s->Xg;
 	int64_t xg_stride = n == 1 ? 0 : m->H;
-	if ((fused || D->eg.nv || D->eu.nv) && n > 1)
+	const float *xe = s->xn;
+	if (tiled) {
+		const int ne = shx ? m->E + 1 : m->E;
+		groups = moe_tiles_max(groups, ne);
+		rows = MOE_TILE;
+		x_div = 1;
+		xg_stride = (int64_t)MOE_TILE * m->H;
+		xe = s->Xgf;
+		ids = s->tile_e;
+		yrow = s->yrow;
+		launch(p->pdl, k_moe_tiles, 1, 1024, 2 * (size_t)ne * sizeof(int), p->st, (const int *)s->sele,
+		       fused ? Gs : G, ne, s->tile_e, s->tile_slot, s->yrow);
+		launch(p->pdl, k_gather_tiles, (unsigned)(groups * MOE_TILE), 256, 0, p->st,
+		       (const float *)(fused ? NULL : s->xn), (const __nv_bfloat16 *)(fused ? s->xnb : NULL),
+		       (const int *)s->tile_slot, k, G, m->H, fused ? NULL : s->Xgf, fused ? s->Xg : NULL);
+	} else if ((fused || D->eg.nv || D->eu.nv) && n > 1) {
 		launch(p->pdl, k_gather_bf16, (unsigned)Gs, 256, 0, p->st, s->xnb, k, G, m->H, s->Xg);
-	int64_t na = (int64_t)G * m->I;
+	}
+	int64_t na = (int64_t)groups * rows * m->I;
 	if (fused && !elora) {
-		rc = lynn_cuda_nvfp4_moe_mlp(&D->egu.q, &D->ed.q, s->sele, Gs, xg, xg_stride, 1, s->actb, s->Yg,
+		rc = lynn_cuda_nvfp4_moe_mlp(&D->egu.q, &D->ed.q, ids, groups, xg, xg_stride, rows, s->actb, s->Yg,
 					     LYNN_CUDA_OUT_F32, p->st, p->err);
 	} else {
-		/* gate and up: a slot's [gate; up] row from a fused bank, else two arrays */
+		/* gate and up: a row's [gate; up] from a fused bank, else two arrays */
 		float *gate = s->Gg, *up = fused ? s->Gg + m->I : s->Ug;
 		int64_t ld = fused ? 2 * m->I : m->I;
 		if (fused)
-			rc = bank_run(p, &D->egu, G, k, s->xn, xg, xg_stride, s->Gg);
-		else if (!(rc = bank_run(p, &D->eg, G, k, s->xn, xg, xg_stride, gate)))
-			rc = bank_run(p, &D->eu, G, k, s->xn, xg, xg_stride, up);
+			rc = bank_run(p, &D->egu, ids, groups, rows, x_div, xe, xg, xg_stride, s->Gg);
+		else if (!(rc = bank_run(p, &D->eg, ids, groups, rows, x_div, xe, xg, xg_stride, gate)))
+			rc = bank_run(p, &D->eu, ids, groups, rows, x_div, xe, xg, xg_stride, up);
 		if (!rc && elora && !(rc = slot_lora(p, L->eg, se, G, k, s->xn, m->H, gate, ld)))
 			rc = slot_lora(p, L->eu, se, G, k, s->xn, m->H, up, ld);
 		if (!rc) {
 			launch(p->pdl, k_swiglu, grid_for(na, 256), 256, 0, p->st, gate, up, ld, m->I, na, s->act,
 			       s->actb);
-			if (!(rc = bank_run(p, &D->ed, G, 1, s->act, s->actb, m->I, s->Yg)) && elora)
+			if (!(rc = bank_run(p, &D->ed, ids, groups, rows, 1, s->act, s->actb, rows * m->I, s->Yg)) &&
+			    elora)
 				rc = slot_lora(p, L->ed, se, G, 1, s->act, m->I, s->Yg, m->H);
 		}
 	}
@@ -1930,7 +2210,9 @@ static int moe(struct pass *p, int li, int64_t n)
 	free(sp);
 	if (rc)
 		return rc;
-	const float *ys = s->Yg + (int64_t)G * m->H; /* the shared expert's rows (shx) */
+	/* the shared expert's rows (shx): after the routed slots', or in the tiles */
+	const float *ys = yrow ? s->Yg : s->Yg + (int64_t)G * m->H;
+	const int *ysrow = yrow ? yrow + G : NULL;
 	if (!shx) {
 		int64_t ns = n * m->Is;
 		float *gu[2]; /* gate and up, rows equally far apart */
@@ -1942,9 +2224,11 @@ static int moe(struct pass *p, int li, int64_t n)
 		if ((rc = lin_run(p, &D->sd, s->HSa, s->HSab, (int)n, s->YS)))
 			return rc;
 		ys = s->YS;
+		ysrow = NULL;
 	}
 	launch(p->pdl, k_moe_sum, dim3((unsigned)n, (unsigned)((m->H + 255) / 256)), 256, 0, p->st, s->x,
-	       s->Yg, s->selw, s->ord, rs[1], ld[1], ys, k, m->H);
+	       (const float *)s->Yg, yrow, (const float *)s->selw, (const int *)s->ord, (const float *)rs[1],
+	       ld[1], ys, ysrow, k, m->H);
 	return launch_check(p, "moe");
 }
 

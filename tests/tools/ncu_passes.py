@@ -5,6 +5,8 @@ summed by kernel and grid: microseconds per pass, launches per pass, share.
 A pass starts at each k_embed launch; the first (the prefill) is left out.
 With --graphs (a trace taken with `--graph-profiling graph`), each graph
 launch's time: the whole pass on the GPU, gaps between kernels included.
+With --prefill (a trace of one long prompt, runner_cuda_prefill_ncu.sh),
+every kernel of the trace summed by name: milliseconds, launches, share.
 Lines that are not ncu's CSV (the command's own output) are skipped."""
 import csv
 import sys
@@ -22,6 +24,20 @@ def main():
         us = [float(r["Metric Value"].replace(",", "")) / 1e3 for r in rows(sys.argv[2])
               if r.get("Metric Name") == "gpu__time_duration.sum"]
         print("graph launches (the first is the prefill), us: " + " ".join("%.1f" % u for u in us))
+        return
+    if sys.argv[1] == "--prefill":
+        tot = defaultdict(float)
+        cnt = defaultdict(int)
+        for r in rows(sys.argv[2]):
+            if r.get("Metric Name") == "gpu__time_duration.sum":
+                name = r["Kernel Name"].split("(")[0].split("<")[0].replace("void ", "")
+                tot[name] += float(r["Metric Value"].replace(",", ""))
+                cnt[name] += 1
+        allms = sum(tot.values()) / 1e6
+        print("%.3f ms of kernels in %d launches" % (allms, sum(cnt.values())))
+        print("%10s %8s %6s  %s" % ("ms", "launches", "share", "kernel"))
+        for name in sorted(tot, key=lambda k: -tot[k]):
+            print("%10.3f %8d %5.1f%%  %s" % (tot[name] / 1e6, cnt[name], 100 * tot[name] / 1e6 / allms, name))
         return
     passes = []
     for r in rows(sys.argv[1]):
