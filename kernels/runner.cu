@@ -164,6 +164,8 @@ struct lynn_cuda_model {
 	bool shared_bank_off;      /* LYNN_CUDA_NO_SHARED_BANK set at open: the shared expert on its own */
 	bool pdl_off;              /* LYNN_CUDA_NO_PDL set at open: plain launches (launch) */
 	bool stack_off;            /* LYNN_CUDA_NO_STACK set at open: a group's linears apart (up_group) */
+	bool tiles_off;            /* LYNN_CUDA_NO_EXPERT_TILES set at open: a prefill's expert products
+				    * a slot at a time, as a decode step's (moe) */
 	bool elora_any, elora_known; /* dlayer.elora as of adapters generation elora_gen */
 	unsigned elora_gen;
 };
@@ -500,6 +502,7 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 	c->shared_bank_off = getenv("LYNN_CUDA_NO_SHARED_BANK") != NULL;
 	c->pdl_off = getenv("LYNN_CUDA_NO_PDL") != NULL;
 	c->stack_off = getenv("LYNN_CUDA_NO_STACK") != NULL;
+	c->tiles_off = getenv("LYNN_CUDA_NO_EXPERT_TILES") != NULL;
 	int rc = 0, nl = m->cfg.n_layers;
 	LYNN_CUDA_TRY(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
 	c->L = (struct dlayer *)calloc((size_t)nl, sizeof *c->L);
@@ -1064,9 +1067,13 @@ __global__ void k_attn(const float *P, int64_t ldp, const int64_t *pos, float *c
 }
 
 /* Causal depthwise conv + SiLU over each sequence's rows in order (§3.4
- * step 2): block (sequence, channel block); rows of U lie ldu apart. */
-__global__ void k_conv(const float *U, int64_t ldu, float *C, const int *seq_rows, const int *seq_start,
-		       float *const *const *seq_conv, int li, const float *W, int K, int cd)
+ * step 2): block (sequence, channel block); rows of U lie ldu apart. A
+ * channel's last K - 1 inputs and its K taps stay in registers across the
+ * rows (K <= CONV_REG_K; longer kernels work on the state in place). */
+#define CONV_REG_K 8
+
+__global__ void k_conv(const float *__restrict__ U, int64_t ldu, float *__restrict__ C, const int *seq_rows,
+		       const int *seq_start, float *const *const *seq_conv, int li, const float *W, int K, int cd)
 {
 	pdl_enter();
 	int s = blockIdx.x, ch = blockIdx.y * blockDim.x + threadIdx.x;
@@ -1074,6 +1081,40 @@ __global__ void k_conv(const float *U, int64_t ldu, float *C, const int *seq_row
 		return;
 	float *st = seq_conv[s][li];
 	const float *w = W + (int64_t)ch * K;
+	if (K <= CONV_REG_K) {
+		float r[CONV_REG_K - 1], wr[CONV_REG_K - 1];
+		const float wl = w[K - 1];
+#pragma unroll
+		for (int j = 0; j < CONV_REG_K - 1; j++) {
+			wr[j] = j < K - 1 ? w[j] : 0.0f;
+			r[j] = j < K - 1 ? st[(int64_t)j * cd + ch] : 0.0f;
+		}
+#pragma unroll 4
+		for (int e = seq_start[s]; e < seq_start[s + 1]; e++) {
+			const int i = seq_rows[e];
+			const float u = U[(int64_t)i * ldu + ch];
+			float acc = 0.0f;
+#pragma unroll
+			for (int j = 0; j < CONV_REG_K - 1; j++)
+				if (j < K - 1)
+					acc += wr[j] * r[j];
+			acc += wl * u;
+#pragma unroll
+			for (int j = 0; j < CONV_REG_K - 2; j++)
+				if (j + 1 < K - 1)
+					r[j] = r[j + 1];
+#pragma unroll
+			for (int j = 0; j < CONV_REG_K - 1; j++)
+				if (j == K - 2)
+					r[j] = u;
+			C[(int64_t)i * cd + ch] = silu_d(acc);
+		}
+#pragma unroll
+		for (int j = 0; j < CONV_REG_K - 1; j++)
+			if (j < K - 1)
+				st[(int64_t)j * cd + ch] = r[j];
+		return;
+	}
 	for (int e = seq_start[s]; e < seq_start[s + 1]; e++) {
 		int i = seq_rows[e];
 		float u = U[(int64_t)i * ldu + ch], acc = 0.0f;
@@ -1186,14 +1227,14 @@ __global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float
 }
 
 /* A prefill pass runs the delta rule in three launches, so that the part
- * that must follow the rows in order has no block-wide step in it (k_delta
- * has four a row: the q and k norms and the output norm):
+ * that must follow the rows in order has no block-wide reduction in it
+ * (k_delta has three a row: the q and k norms and the output norm):
  *  - k_delta_prep, a block a (row, k-head): q and k L2-normalised (q times
  *    1/sqrt(dk)) into QK[row][kh] = (q[dk], k[dk]), and each of the k-head's
  *    v-heads' beta and decay into BD[row][h] = (beta, decay);
  *  - k_delta_scan<DK>, a block a (sequence, v-head, 32 state columns): the
  *    recurrence over the sequence's rows, each thread (P per column) on its
- *    own share of a column with no barrier, o into O2;
+ *    own share of a column, o into O2;
  *  - k_delta_norm, a block a (row, v-head): the gated RMSNorm of o, into O2
  *    and O2b.
  * Each step is k_delta's arithmetic, in its order within a column. */
@@ -1224,44 +1265,46 @@ __global__ void k_delta_prep(const float *C, const float *Bv, const float *Av, i
 	}
 }
 
+/* k_delta_scan<DK> (DK = dk; 0: any dk, the state worked on in place): P
+ * threads a column, each with SL of its values in registers and two partial
+ * sums. The rows' normalised q and k, beta, decay and the block's 32 values
+ * of v come into shared memory SCAN_TB rows at a time, the next batch's
+ * copies (cp.async) in flight while a batch is worked through; a row's q and
+ * k are kept in 32-float segments 36 apart, so the P threads' reads of
+ * their segments fall in different banks. */
+template <int DK> struct scan_split { static const int P = DK > 64 ? 4 : 1; };
+#define SCAN_TB 8
+#define SCAN_SEG 36
+
+static __device__ __forceinline__ void scan_cp(void *dst, const void *src, int bytes, bool valid)
+{
+	const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+	if (bytes == 16)
+		asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+	else
+		asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+}
+
 template <int DK>
 __global__ void k_delta_scan(const float *C, const float *QK, const float *BD, const int *seq_rows,
 			     const int *seq_start, float *const *const *seq_rec, int li, int Hk, int Hv, int dk, int dv,
 			     int cd, float *O2)
 {
 	pdl_enter();
-	constexpr int P = delta_split<DK>::P, SL = DK > 0 ? DK / P : 1;
-	const int s = blockIdx.x, h = blockIdx.y, j = blockIdx.z * 32 + threadIdx.x / P;
+	constexpr int P = scan_split<DK>::P, SL = DK > 0 ? DK / P : 1, KSEG = (DK + 31) / 32 * SCAN_SEG;
+	constexpr int QW = DK > 0 ? 2 * KSEG : 1;
+	const int s = blockIdx.x, h = blockIdx.y, c0 = blockIdx.z * 32, j = c0 + threadIdx.x / P;
 	const int a0 = (threadIdx.x % P) * SL, kh = h / (Hv / Hk);
 	const bool own = j < dv;
 	float *S = seq_rec[s][li] + (int64_t)h * dk * dv;
-	float col[SL];
-#pragma unroll
-	for (int a = 0; a < SL; a++)
-		col[a] = DK > 0 && own ? S[(int64_t)(a0 + a) * dv + j] : 0.0f;
-	for (int e = seq_start[s]; e < seq_start[s + 1]; e++) {
-		const int i = seq_rows[e];
-		const float *qn = QK + ((int64_t)i * Hk + kh) * 2 * dk, *kn = qn + dk;
-		const float beta = BD[((int64_t)i * Hv + h) * 2], decay = BD[((int64_t)i * Hv + h) * 2 + 1];
-		const float v = own ? C[(int64_t)i * cd + 2 * (int64_t)Hk * dk + (int64_t)h * dv + j] : 0.0f;
-		float o = 0.0f, mv = 0.0f;
-		if (DK > 0) {
-#pragma unroll
-			for (int a = 0; a < SL; a++) {
-				col[a] *= decay;
-				mv += col[a] * kn[a0 + a];
-			}
-			if (P == 2)
-				mv += __shfl_xor_sync(0xffffffffu, mv, 1);
-			const float delta = (v - mv) * beta;
-#pragma unroll
-			for (int a = 0; a < SL; a++) {
-				col[a] += kn[a0 + a] * delta;
-				o += col[a] * qn[a0 + a];
-			}
-			if (P == 2)
-				o += __shfl_xor_sync(0xffffffffu, o, 1);
-		} else if (own) {
+	const int e0 = seq_start[s], e1 = seq_start[s + 1];
+	if (DK == 0) {
+		for (int e = e0; e < e1 && own; e++) {
+			const int i = seq_rows[e];
+			const float *qn = QK + ((int64_t)i * Hk + kh) * 2 * dk, *kn = qn + dk;
+			const float beta = BD[((int64_t)i * Hv + h) * 2], decay = BD[((int64_t)i * Hv + h) * 2 + 1];
+			const float v = C[(int64_t)i * cd + 2 * (int64_t)Hk * dk + (int64_t)h * dv + j];
+			float o = 0.0f, mv = 0.0f;
 			for (int a = 0; a < dk; a++) {
 				const float x = S[(int64_t)a * dv + j] * decay;
 				S[(int64_t)a * dv + j] = x;
@@ -1273,11 +1316,91 @@ __global__ void k_delta_scan(const float *C, const float *QK, const float *BD, c
 				S[(int64_t)a * dv + j] = x;
 				o += x * qn[a];
 			}
-		}
-		if (own && threadIdx.x % P == 0)
 			O2[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = o;
+		}
+		return;
 	}
-	if (DK > 0 && own) {
+	__shared__ __align__(16) float qk[2][SCAN_TB][QW];
+	__shared__ float vb[2][SCAN_TB][32], bd[2][SCAN_TB][2];
+	__shared__ int rows[2][SCAN_TB];
+	/* rows eb.. of the sequence into buffer b: per row DK / 2 16-byte pieces
+	 * of q and k, 32 values of v (zeros past dv), beta and decay */
+	auto stage = [&](int b, int eb) {
+		constexpr int PER = DK / 2 + 32 + 2;
+		for (int x = threadIdx.x; x < SCAN_TB * PER; x += blockDim.x) {
+			const int t = x / PER, c = x % PER, e = eb + t;
+			if (e >= e1)
+				continue;
+			const int i = seq_rows[e];
+			if (c == 0)
+				rows[b][t] = i;
+			if (c < DK / 2) { /* floats f = 4c.. of (q, k); k's segments after q's */
+				const int f = 4 * c, g = f < DK ? f : f - DK, base = f < DK ? 0 : KSEG;
+				scan_cp(&qk[b][t][base + (g / 32) * SCAN_SEG + g % 32],
+					QK + ((int64_t)i * Hk + kh) * 2 * DK + f, 16, true);
+			} else if (c < DK / 2 + 32) {
+				const int col = c0 + c - DK / 2;
+				scan_cp(&vb[b][t][c - DK / 2],
+					C + (int64_t)i * cd + 2 * (int64_t)Hk * DK + (int64_t)h * dv + (col < dv ? col : 0), 4,
+					col < dv);
+			} else {
+				scan_cp(&bd[b][t][c - DK / 2 - 32], BD + ((int64_t)i * Hv + h) * 2 + (c - DK / 2 - 32), 4,
+					true);
+			}
+		}
+		asm volatile("cp.async.commit_group;" ::: "memory");
+	};
+	float col[SL];
+#pragma unroll
+	for (int a = 0; a < SL; a++)
+		col[a] = own ? S[(int64_t)(a0 + a) * dv + j] : 0.0f;
+	/* this thread's segment of q and k in a staged row: a0 / 32 of q's, then of k's */
+	const int qo = (a0 / 32) * SCAN_SEG + a0 % 32, ko = qo + KSEG;
+	int b = 0;
+	if (e0 < e1)
+		stage(0, e0);
+	for (int eb = e0; eb < e1; eb += SCAN_TB, b ^= 1) {
+		if (eb + SCAN_TB < e1)
+			stage(b ^ 1, eb + SCAN_TB);
+		else
+			asm volatile("cp.async.commit_group;" ::: "memory");
+		asm volatile("cp.async.wait_group 1;" ::: "memory");
+		__syncthreads();
+		const int nt = e1 - eb < SCAN_TB ? e1 - eb : SCAN_TB;
+		for (int t = 0; t < nt; t++) {
+			const float *qn = &qk[b][t][qo], *kn = &qk[b][t][ko];
+			const float beta = bd[b][t][0], decay = bd[b][t][1], v = vb[b][t][threadIdx.x / P];
+			float m0 = 0.0f, m1 = 0.0f;
+#pragma unroll
+			for (int a = 0; a < SL; a += 2) {
+				col[a] *= decay;
+				col[a + 1] *= decay;
+				m0 += col[a] * kn[a];
+				m1 += col[a + 1] * kn[a + 1];
+			}
+			float mv = m0 + m1;
+#pragma unroll
+			for (int o = 1; o < P; o <<= 1)
+				mv += __shfl_xor_sync(0xffffffffu, mv, o);
+			const float delta = (v - mv) * beta;
+			float o0 = 0.0f, o1 = 0.0f;
+#pragma unroll
+			for (int a = 0; a < SL; a += 2) {
+				col[a] += kn[a] * delta;
+				col[a + 1] += kn[a + 1] * delta;
+				o0 += col[a] * qn[a];
+				o1 += col[a + 1] * qn[a + 1];
+			}
+			float o = o0 + o1;
+#pragma unroll
+			for (int q = 1; q < P; q <<= 1)
+				o += __shfl_xor_sync(0xffffffffu, o, q);
+			if (own && threadIdx.x % P == 0)
+				O2[(int64_t)rows[b][t] * Hv * dv + (int64_t)h * dv + j] = o;
+		}
+		__syncthreads(); /* buffer b is staged again two batches on */
+	}
+	if (own) {
 #pragma unroll
 		for (int a = 0; a < SL; a++)
 			S[(int64_t)(a0 + a) * dv + j] = col[a];
@@ -2082,7 +2205,7 @@ static int deltanet(struct pass *p, int li, int64_t n, int ns)
 		       (const float *)s->C, (const float *)in[2], (const float *)in[3], ld[2], (const float *)D->neg_a,
 		       (const float *)D->dt_bias, m->Hk, m->Hv, m->dk, m->conv_dim, s->QK, s->BD);
 		dim3 sg((unsigned)ns, (unsigned)m->Hv, (unsigned)((m->dv + 31) / 32));
-#define SCAN(DK) launch(p->pdl, k_delta_scan<DK>, sg, 32 * delta_split<DK>::P, 0, \
+#define SCAN(DK) launch(p->pdl, k_delta_scan<DK>, sg, 32 * scan_split<DK>::P, 0, \
 			 p->st, (const float *)s->C, (const float *)s->QK, (const float *)s->BD, (const int *)s->seq_rows, \
 			 (const int *)s->seq_start, s->seq_rec, li, m->Hk, m->Hv, m->dk, m->dv, m->conv_dim, s->O2)
 		switch (m->dk) {
@@ -2159,7 +2282,8 @@ static int moe(struct pass *p, int li, int64_t n)
 	 * than once a slot. Adapters on routed experts (added a slot at a
 	 * time) and NVFP4 experts outside the expert MLP call keep a group a
 	 * slot. */
-	const bool tiled = n > GRAPH_MAX_ROWS && !elora && (fused || (!D->eg.nv && !D->eu.nv && !D->ed.nv));
+	const bool tiled = n > GRAPH_MAX_ROWS && !elora && !p->c->tiles_off &&
+			   (fused || (!D->eg.nv && !D->eu.nv && !D->ed.nv));
 	const int *ids = s->sele, *yrow = NULL;
 	int groups = fused && !elora ? Gs : G, rows = 1, x_div = k;
 	/* the NVFP4 banks' bf16 input, a row per group row (one row serves

@@ -1463,6 +1463,21 @@ START_TEST(test_cuda_matches_cpu)
 		ck_assert_int_eq(lynn_model_decode(g, 1, &sg, id + t, lg + t * V, &err), 0);
 		ck_assert_int_eq(lynn_model_decode(c, 1, &sc, id + t, lc + t * V, &err), 0);
 	}
+	/* the prefill's expert products grouped in tiles by expert (P > 16
+	 * rows) give what they give a slot at a time, bit for bit */
+	setenv("LYNN_CUDA_NO_EXPERT_TILES", "1", 1);
+	struct lynn_model *gt = open_on(models[_i], LYNN_DEVICE_CUDA, &err);
+	unsetenv("LYNN_CUDA_NO_EXPERT_TILES");
+	ck_assert_msg(gt != NULL, "%s", err.msg);
+	struct lynn_seq *st = lynn_seq_create(gt, &err);
+	float *lt = malloc((size_t)(P * V) * sizeof(float));
+	ck_assert(st && lt && P > 16);
+	ck_assert_int_eq(lynn_model_prefill(gt, st, id, P, true, lt, &err), 0);
+	ck_assert_msg(max_diff(lg, lt, P * V) == 0.0, "%s: expert tiles vs a slot at a time: max|d| %g",
+		      models[_i], max_diff(lg, lt, P * V));
+	free(lt);
+	lynn_seq_free(st);
+	lynn_model_close(gt);
 	double d = max_diff(lg, lc, T * V);
 	fprintf(stderr, "cuda vs cpu %s: max|d| %.3g over %lld positions\n", models[_i], d, (long long)T);
 	ck_assert_msg(d <= TOL_CUDA_VS_CPU, "%s: max|d| %g", models[_i], d);

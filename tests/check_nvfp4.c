@@ -1240,11 +1240,17 @@ static bool reordered(struct cos_stats d)
  * mid-size shapes (gen_bench_model.py --small: hidden 1024, 64 experts
  * top-8, moe 256), quantized by lynn, on the GPU with the fused MLP and
  * with it off (LYNN_CUDA_NO_FUSED_MLP: two banks, the separate SwiGLU).
- * Both are W4A16 with the same products and the same roundings (only
- * SwiGLU's exp is another function: the fused kernel's __expf), so they
- * agree to within 1e-5 (bit for bit on the H200, 2026-12-01). Their distance
- * to the CPU runner (f32 activations) is printed: the W4A16 rounding on this
- * model (cosine mean 0.9968 there, against 0.9998 on the tiny fixtures). */
+ * Both are W4A16 with the same products and the same roundings but for
+ * SwiGLU's exp (the fused kernel's __expf): where the two exps differ in
+ * the last bit, the activation's bf16 rounding can differ by one unit, so
+ * they agree as sums in another order do (TOL_SHARED_BANK_*; bit for bit
+ * on the H200 on 2026-12-01, 1.5e-3 apart with 3.1 the largest logit after
+ * the prefill's delta rule changed its sums' order, 2026-12-02). The 24-row
+ * prefill groups the expert slots in tiles (k_moe_tiles), which must give
+ * the products a slot at a time give (LYNN_CUDA_NO_EXPERT_TILES), bit for
+ * bit. Their distance to the CPU runner (f32 activations) is printed: the
+ * W4A16 rounding on this model (cosine mean 0.9968 there, against 0.9998 on
+ * the tiny fixtures). */
 START_TEST(test_cuda_runner_expert_mlp)
 {
 #ifdef LYNN_CUDA
@@ -1257,6 +1263,12 @@ START_TEST(test_cuda_runner_expert_mlp)
 	/* f: the routed and the shared experts in one expert MLP call; s: the
 	 * shared expert on its own; u: gate and up as two banks throughout */
 	float *f = run_logits_on(nv, &ids, LYNN_DEVICE_CUDA);
+	setenv("LYNN_CUDA_NO_EXPERT_TILES", "1", 1);
+	float *ft = run_logits_on(nv, &ids, LYNN_DEVICE_CUDA);
+	unsetenv("LYNN_CUDA_NO_EXPERT_TILES");
+	struct cos_stats tiles = cosines(f, ft, 24, 32768);
+	ck_assert_msg(tiles.dmax == 0.0, "expert tiles vs a slot at a time: max|d| %g", tiles.dmax);
+	free(ft);
 	setenv("LYNN_CUDA_NO_SHARED_BANK", "1", 1);
 	float *s = run_logits_on(nv, &ids, LYNN_DEVICE_CUDA);
 	unsetenv("LYNN_CUDA_NO_SHARED_BANK");
@@ -1269,7 +1281,7 @@ START_TEST(test_cuda_runner_expert_mlp)
 	fprintf(stderr, "nvfp4 expert MLP on the GPU, fused vs two banks: max|d| %.3g (max|logit| %.3g); "
 		"shared expert in the call vs on its own: cosine min %.7f, max|d| %.3g; fused vs the CPU "
 		"runner: cosine mean %.6f min %.6f\n", su.dmax, su.amax, fs.min, fs.dmax, fc.mean, fc.min);
-	ck_assert_msg(su.dmax <= 1e-5 * (1 + su.amax), "fused vs two banks: max|d| %g", su.dmax);
+	ck_assert_msg(reordered(su), "fused vs two banks: cosine min %g, max|d| %g", su.min, su.dmax);
 	ck_assert_msg(reordered(fs), "shared expert in the call: cosine min %g, max|d| %g", fs.min, fs.dmax);
 	/* An adapter on the shared expert takes it out of the call again: its
 	 * three products then read the bank's copy of its weights, and must
