@@ -164,6 +164,7 @@ struct lynn_cuda_model {
 	bool shared_bank_off;      /* LYNN_CUDA_NO_SHARED_BANK set at open: the shared expert on its own */
 	bool pdl_off;              /* LYNN_CUDA_NO_PDL set at open: plain launches (launch) */
 	bool stack_off;            /* LYNN_CUDA_NO_STACK set at open: a group's linears apart (up_group) */
+	int sms;                   /* the device's multiprocessors */
 	bool tiles_off;            /* LYNN_CUDA_NO_EXPERT_TILES set at open: a prefill's expert products
 				    * a slot at a time, as a decode step's (moe) */
 	bool elora_any, elora_known; /* dlayer.elora as of adapters generation elora_gen */
@@ -503,6 +504,10 @@ extern "C" int lynn_cuda_model_init(struct lynn_model *m, struct lynn_err *err)
 	c->pdl_off = getenv("LYNN_CUDA_NO_PDL") != NULL;
 	c->stack_off = getenv("LYNN_CUDA_NO_STACK") != NULL;
 	c->tiles_off = getenv("LYNN_CUDA_NO_EXPERT_TILES") != NULL;
+	int dev = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || c->sms < 1)
+		c->sms = 132;
 	int rc = 0, nl = m->cfg.n_layers;
 	LYNN_CUDA_TRY(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
 	c->L = (struct dlayer *)calloc((size_t)nl, sizeof *c->L);
@@ -1237,7 +1242,8 @@ __global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float
  *    own share of a column, o into O2;
  *  - k_delta_norm, a block a (row, v-head): the gated RMSNorm of o, into O2
  *    and O2b.
- * Each step is k_delta's arithmetic, in its order within a column. */
+ * Each step is k_delta's arithmetic; the scan's sums over a column's
+ * values run in another order (P threads, two partial sums each). */
 __global__ void k_delta_prep(const float *C, const float *Bv, const float *Av, int64_t ldba, const float *neg_a,
 			     const float *dt_bias, int Hk, int Hv, int dk, int cd, float *QK, float *BD)
 {
@@ -1990,12 +1996,12 @@ static void gemv_t(struct pass *p, dim3 grid, const void *w, int64_t w_estride, 
 		   int64_t ldy, int64_t y_gstride, float scale, bool acc)
 {
 	/* token slices of GEMV_T-multiples where the grid is under two blocks a
-	 * multiprocessor (about 264 on the H200) */
+	 * multiprocessor */
 	int slices = 1, tz = m;
-	const int64_t blocks = (int64_t)grid.x * grid.y;
-	if (m > GEMV_T && blocks < 264) {
+	const int64_t blocks = (int64_t)grid.x * grid.y, want = 2 * (int64_t)p->c->sms;
+	if (m > GEMV_T && blocks < want) {
 		const int steps = (m + GEMV_T - 1) / GEMV_T;
-		slices = (int)LYNN_MIN((int64_t)steps, (264 + blocks - 1) / blocks);
+		slices = (int)LYNN_MIN((int64_t)steps, (want + blocks - 1) / blocks);
 		tz = (steps + slices - 1) / slices * GEMV_T;
 		slices = (m + tz - 1) / tz;
 	}
@@ -2181,6 +2187,37 @@ static int attention(struct pass *p, int li, int64_t n)
 	return lin_run(p, &D->o, s->O, s->Ob, (int)n, s->mix);
 }
 
+/* The delta rule and the gated RMSNorm of a DeltaNet layer over the pass's
+ * rows (in: the conv's input projections, z, b and a; C: the conv output):
+ * k_delta, or for a prefill pass its three launches (k_delta_prep). DK is
+ * the key dim with the state column in registers, 0 for any. */
+template <int DK>
+static void delta_rule(struct pass *p, int li, int64_t n, int ns, float *const *in, const int64_t *ld)
+{
+	struct lynn_model *m = p->m;
+	const struct dlayer *D = &p->c->L[li];
+	struct scratch *s = &p->s;
+	if (n <= GRAPH_MAX_ROWS) {
+		const int bt = (m->dv * delta_split<DK>::P + 31) / 32 * 32;
+		launch(p->pdl, k_delta<DK>, dim3((unsigned)ns, (unsigned)m->Hv), bt, 2 * m->dk * sizeof(float), p->st,
+		       (const float *)s->C, (const float *)in[1], ld[1], (const float *)in[2], (const float *)in[3],
+		       ld[2], (const int *)s->seq_rows, (const int *)s->seq_start, s->seq_rec, li,
+		       (const float *)D->neg_a, (const float *)D->dt_bias, (const float *)D->gnorm, m->Hk, m->Hv, m->dk,
+		       m->dv, m->conv_dim, (float)m->cfg.rms_eps, s->O2, s->O2b);
+		return;
+	}
+	launch(p->pdl, k_delta_prep, dim3((unsigned)n, (unsigned)m->Hk), (m->dk + 31) / 32 * 32, 0, p->st,
+	       (const float *)s->C, (const float *)in[2], (const float *)in[3], ld[2], (const float *)D->neg_a,
+	       (const float *)D->dt_bias, m->Hk, m->Hv, m->dk, m->conv_dim, s->QK, s->BD);
+	launch(p->pdl, k_delta_scan<DK>, dim3((unsigned)ns, (unsigned)m->Hv, (unsigned)((m->dv + 31) / 32)),
+	       32 * scan_split<DK>::P, 0, p->st, (const float *)s->C, (const float *)s->QK, (const float *)s->BD,
+	       (const int *)s->seq_rows, (const int *)s->seq_start, s->seq_rec, li, m->Hk, m->Hv, m->dk, m->dv,
+	       m->conv_dim, s->O2);
+	launch(p->pdl, k_delta_norm, dim3((unsigned)n, (unsigned)m->Hv), (m->dv + 31) / 32 * 32, 0, p->st,
+	       (const float *)in[1], ld[1], (const float *)D->gnorm, m->Hv, m->dv, (float)m->cfg.rms_eps, s->O2,
+	       s->O2b);
+}
+
 static int deltanet(struct pass *p, int li, int64_t n, int ns)
 {
 	struct lynn_model *m = p->m;
@@ -2193,48 +2230,14 @@ static int deltanet(struct pass *p, int li, int64_t n, int ns)
 		return rc;
 	launch(p->pdl, k_conv, dim3((unsigned)ns, (unsigned)((m->conv_dim + 127) / 128)), 128, 0, p->st, in[0],
 	       ld[0], s->C, s->seq_rows, s->seq_start, s->seq_conv, li, D->conv_w, m->K, m->conv_dim);
-	bool reg128 = m->dk == 128 && m->dv * delta_split<128>::P <= 1024;
-	int P = reg128 ? delta_split<128>::P : 1, bt = (m->dv * P + 31) / 32 * 32;
-	dim3 dg((unsigned)ns, (unsigned)m->Hv);
-	size_t dsh = 2 * m->dk * sizeof(float);
-#define DELTA(DK) launch(p->pdl, k_delta<DK>, dg, bt, dsh, p->st, s->C, in[1], ld[1], in[2], in[3], ld[2], \
-			  s->seq_rows, s->seq_start, s->seq_rec, li, D->neg_a, D->dt_bias, D->gnorm, m->Hk, m->Hv, \
-			  m->dk, m->dv, m->conv_dim, (float)m->cfg.rms_eps, s->O2, s->O2b)
-	if (n > GRAPH_MAX_ROWS) { /* a prefill pass: the three launches (k_delta_prep) */
-		launch(p->pdl, k_delta_prep, dim3((unsigned)n, (unsigned)m->Hk), (m->dk + 31) / 32 * 32, 0, p->st,
-		       (const float *)s->C, (const float *)in[2], (const float *)in[3], ld[2], (const float *)D->neg_a,
-		       (const float *)D->dt_bias, m->Hk, m->Hv, m->dk, m->conv_dim, s->QK, s->BD);
-		dim3 sg((unsigned)ns, (unsigned)m->Hv, (unsigned)((m->dv + 31) / 32));
-#define SCAN(DK) launch(p->pdl, k_delta_scan<DK>, sg, 32 * scan_split<DK>::P, 0, \
-			 p->st, (const float *)s->C, (const float *)s->QK, (const float *)s->BD, (const int *)s->seq_rows, \
-			 (const int *)s->seq_start, s->seq_rec, li, m->Hk, m->Hv, m->dk, m->dv, m->conv_dim, s->O2)
-		switch (m->dk) {
-		case 16: SCAN(16); break;
-		case 128:
-			if (reg128) {
-				SCAN(128);
-				break;
-			}
-			/* fall through */
-		default: SCAN(0);
-		}
-#undef SCAN
-		launch(p->pdl, k_delta_norm, dim3((unsigned)n, (unsigned)m->Hv), (m->dv + 31) / 32 * 32, 0, p->st,
-		       (const float *)in[1], ld[1], (const float *)D->gnorm, m->Hv, m->dv, (float)m->cfg.rms_eps, s->O2,
-		       s->O2b);
-	} else {
-		switch (m->dk) { /* the model's 128, the test models' 16 */
-		case 16: DELTA(16); break;
-		case 128:
-			if (reg128) {
-				DELTA(128);
-				break;
-			}
-			/* fall through */
-		default: DELTA(0);
-		}
-	}
-#undef DELTA
+	/* the model's key dim 128 with its column in registers (two threads a
+	 * column need dv <= 512), the test models' 16, else any */
+	if (m->dk == 16)
+		delta_rule<16>(p, li, n, ns, in, ld);
+	else if (m->dk == 128 && m->dv * delta_split<128>::P <= 1024)
+		delta_rule<128>(p, li, n, ns, in, ld);
+	else
+		delta_rule<0>(p, li, n, ns, in, ld);
 	if ((rc = launch_check(p, "deltanet")))
 		return rc;
 	return lin_run(p, &D->out, s->O2, s->O2b, (int)n, s->mix);
