@@ -698,7 +698,7 @@ END_TEST
  * the text one request with that seed gives, sampled (temperature 1). */
 START_TEST(test_n_choices)
 {
-	char extra[96];
+	char extra[160];
 	start(4, 8, 4096, NULL, false);
 	snprintf(extra, sizeof extra, "\"temperature\":1,\"seed\":41,\"n\":3,\"stop\":\"zzz\"");
 	char *b = completion_body(prompts[1], 16, extra);
@@ -725,6 +725,51 @@ START_TEST(test_n_choices)
 	}
 	ck_assert_int_ge(distinct, 2); /* different seeds, different samples */
 	ck_assert_int_eq((int)tu_num(cJSON_GetObjectItem(j, "usage"), "completion_tokens"), completion);
+	/* streamed, the same body: each choice's chunks carry its index, its
+	 * text is the choice's above and it finishes once; then one usage
+	 * chunk over the three, and [DONE] */
+	snprintf(extra, sizeof extra,
+		 "\"temperature\":1,\"seed\":41,\"n\":3,\"stop\":\"zzz\",\"stream\":true,"
+		 "\"stream_options\":{\"include_usage\":true}");
+	char *bs = completion_body(prompts[1], 16, extra);
+	struct http hs = call("/v1/completions", bs, NULL, 0);
+	ck_assert_int_eq(hs.status, 200);
+	struct lynn_buf text[3] = { { 0 } };
+	int finishes[3] = { 0 }, usage = -1, done = 0;
+	for (const char *p = hs.body.data; (p = strstr(p, "data: "));) {
+		const char *e = strstr(p, "\n\n");
+		ck_assert_ptr_nonnull(e);
+		ck_assert_int_eq(done, 0); /* nothing after [DONE] */
+		if (!strncmp(p + 6, "[DONE]", 6)) {
+			done = 1;
+			p = e;
+			continue;
+		}
+		cJSON *c = cJSON_ParseWithLength(p + 6, (size_t)(e - p - 6));
+		ck_assert_ptr_nonnull(c);
+		ck_assert_int_lt(usage, 0); /* the usage chunk comes last */
+		if (cJSON_GetObjectItem(c, "usage")) {
+			usage = (int)tu_num(cJSON_GetObjectItem(c, "usage"), "completion_tokens");
+		} else {
+			const int i = (int)tu_num(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "choices"), 0), "index");
+			ck_assert(i >= 0 && i < 3);
+			ck_assert_int_eq(finishes[i], 0); /* nothing after a choice's finish */
+			lynn_buf_puts(&text[i], str_at(c, "choices.0.text"));
+			finishes[i] += str_at(c, "choices.0.finish_reason") != NULL;
+		}
+		cJSON_Delete(c);
+		p = e;
+	}
+	ck_assert_int_eq(done, 1);
+	ck_assert_int_eq(usage, completion);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(finishes[i], 1);
+		ck_assert_str_eq(text[i].data ? text[i].data : "",
+				 cJSON_GetObjectItem(cJSON_GetArrayItem(ch, i), "text")->valuestring);
+		lynn_buf_release(&text[i]);
+	}
+	lynn_buf_release(&hs.body);
+	free(bs);
 	cJSON_Delete(j);
 	lynn_buf_release(&h.body);
 	free(b);
@@ -894,8 +939,6 @@ static const struct {
 	  400, "invalid_request_error", "max_tokens" },
 	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":17}", KEY, 400,
 	  "invalid_request_error", "n" },
-	{ "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2,\"stream\":true}",
-	  KEY, 400, "invalid_request_error", "n" },
 	{ "/v1/chat/completions",
 	  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{\"include_usage\":true}}", KEY,
 	  400, "invalid_request_error", "stream_options" },
@@ -1229,11 +1272,12 @@ START_TEST(test_tool_call_response)
 	ck_assert_str_eq(str_at(j, "choices.0.finish_reason"), "stop");
 	struct srv_events ev;
 	struct lynn_err err = { 0 };
-	ck_assert_int_eq(srv_events_init(&ev, &s, r, &err), 0);
+	ck_assert_int_eq(srv_events_init(&ev, &s, r, 0, &err), 0);
 	for (size_t i = 0; i < r->res.text.len; i += 3)
 		srv_events_text(&ev, r->res.text.data + i, LYNN_MIN(3, r->res.text.len - i));
 	r->state = SRV_DONE;
 	srv_events_end(&ev);
+	srv_events_close(&ev, &r, 1);
 	ck_assert_ptr_null(strstr(ev.out.data, "tool_calls"));
 	srv_events_release(&ev);
 	cJSON_Delete(j);
@@ -1254,11 +1298,12 @@ START_TEST(test_tool_call_stream)
 		struct srv_req *r = tool_call_req();
 		struct srv_events ev;
 		struct lynn_err err = { 0 };
-		ck_assert_int_eq(srv_events_init(&ev, &s, r, &err), 0);
+		ck_assert_int_eq(srv_events_init(&ev, &s, r, 0, &err), 0);
 		for (size_t i = 0; i < sizeof tc_text - 1; i += piece)
 			srv_events_text(&ev, tc_text + i, LYNN_MIN(piece, sizeof tc_text - 1 - i));
 		r->state = SRV_DONE;
 		srv_events_end(&ev);
+		srv_events_close(&ev, &r, 1);
 		struct lynn_buf reason = { 0 }, content = { 0 };
 		int n = 0, calls = 0, finishes = 0, usage = 0;
 		lynn_buf_puts(&reason, "");
@@ -1310,7 +1355,7 @@ START_TEST(test_tool_call_stream)
 	struct srv_req *r = tool_call_req();
 	struct srv_events ev;
 	struct lynn_err err = { 0 };
-	ck_assert_int_eq(srv_events_init(&ev, &s, r, &err), 0);
+	ck_assert_int_eq(srv_events_init(&ev, &s, r, 0, &err), 0);
 	srv_events_text(&ev, "Let me", 6);
 	srv_fail(&r->err, 500, NULL, "generation failed: boom");
 	r->state = SRV_FAILED;
@@ -1515,6 +1560,7 @@ START_TEST(test_openai_client)
 	ck_assert_ptr_nonnull(j);
 	ck_assert_str_eq(str_at(j, "completion"), want);
 	ck_assert_str_eq(str_at(j, "penalized"), want_pen);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "choices")), 3); /* streamed n = 3 ran */
 	ck_assert(!strstr(r.out, "QwErTy") && !strstr(r.err, "QwErTy"));
 	cJSON_Delete(j);
 	tu_run_free(&r);

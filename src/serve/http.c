@@ -101,67 +101,112 @@ static bool client_gone(struct MHD_Connection *c)
 
 /* ===== streaming ===== */
 
+/* A streamed body's n choices (n requests), their events gathered into out
+ * in choice order as they come. */
 struct stream {
-	struct srv_events ev;
+	struct srv *s;
+	int n, n_ended;
+	struct srv_req *r[SRV_MAX_CHOICES];
+	struct srv_events ev[SRV_MAX_CHOICES];
+	bool ended[SRV_MAX_CHOICES];
+	bool done;                /* [DONE] is in out: nothing more */
+	struct lynn_buf out;
 	size_t off;
-	bool ended;
 };
+
+/* Whether choice i has something for its events (under mu). */
+static bool news(const struct stream *st, int i)
+{
+	const struct srv_req *r = st->r[i];
+	return !st->ended[i] && (r->pending.len || r->pending_lp.n || (r->state != SRV_QUEUED && r->state != SRV_RUNNING));
+}
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct stream *st = cls;
-	struct srv *s = st->ev.s;
-	struct srv_req *r = st->ev.r;
-	struct lynn_buf *out = &st->ev.out;
+	struct srv *s = st->s;
 	for (;;) {
-		if (st->off < out->len) {
-			size_t n = LYNN_MIN(max, out->len - st->off);
-			memcpy(buf, out->data + st->off, n);
+		if (st->off < st->out.len) {
+			size_t n = LYNN_MIN(max, st->out.len - st->off);
+			memcpy(buf, st->out.data + st->off, n);
 			st->off += n;
-			if (st->off == out->len) {
-				lynn_buf_reset(out);
+			if (st->off == st->out.len) {
+				lynn_buf_reset(&st->out);
 				st->off = 0;
 			}
 			return (ssize_t)n;
 		}
-		if (st->ended)
+		if (st->done)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		struct timespec until;
-		enum srv_state state;
-		bool timed_out = false;
+		bool timed_out = false, any = false;
+		struct lynn_buf got[SRV_MAX_CHOICES];
+		struct srv_lps lps[SRV_MAX_CHOICES];
+		enum srv_state state[SRV_MAX_CHOICES];
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 1;
 		pthread_mutex_lock(&s->mu);
-		while (!r->pending.len && !r->pending_lp.n && (r->state == SRV_QUEUED || r->state == SRV_RUNNING) &&
-		       !timed_out)
-			timed_out = pthread_cond_timedwait(&r->cv, &s->mu, &until) == ETIMEDOUT;
+		/* one choice waits on its request; several on the server's
+		 * condition for grouped requests */
+		pthread_cond_t *cv = st->n == 1 ? &st->r[0]->cv : &s->choices_cv;
+		for (;;) {
+			for (int i = 0; i < st->n && !any; i++)
+				any = news(st, i);
+			if (any || timed_out)
+				break;
+			timed_out = pthread_cond_timedwait(cv, &s->mu, &until) == ETIMEDOUT;
+		}
 		/* taken whole; turned into events outside the lock */
-		struct lynn_buf got = r->pending;
-		struct srv_lps lps = r->pending_lp;
-		memset(&r->pending, 0, sizeof r->pending);
-		memset(&r->pending_lp, 0, sizeof r->pending_lp);
-		state = r->state;
+		for (int i = 0; i < st->n; i++) {
+			struct srv_req *r = st->r[i];
+			got[i] = r->pending;
+			lps[i] = r->pending_lp;
+			memset(&r->pending, 0, sizeof r->pending);
+			memset(&r->pending_lp, 0, sizeof r->pending_lp);
+			state[i] = r->state;
+		}
 		pthread_mutex_unlock(&s->mu);
-		const size_t n_new = got.len + lps.n;
-		if (got.len)
-			srv_events_text(&st->ev, got.data, got.len);
-		srv_events_logprobs(&st->ev, &lps);
-		lynn_buf_release(&got);
-		srv_lps_release(&lps);
-		if (state == SRV_FAILED || state == SRV_DONE) {
-			srv_events_end(&st->ev);
-			st->ended = true;
-		} else if (!n_new && timed_out) {
-			lynn_buf_puts(out, ": ping\n\n");
+		size_t n_new = 0;
+		for (int i = 0; i < st->n; i++) {
+			struct srv_events *ev = &st->ev[i];
+			n_new += got[i].len + lps[i].n;
+			if (!st->done && !st->ended[i]) {
+				if (got[i].len)
+					srv_events_text(ev, got[i].data, got[i].len);
+				srv_events_logprobs(ev, &lps[i]);
+				if (state[i] == SRV_FAILED || state[i] == SRV_DONE) {
+					srv_events_end(ev); /* a failure: the error object and [DONE] */
+					st->ended[i] = true;
+					st->n_ended++;
+					st->done = state[i] == SRV_FAILED;
+				}
+				lynn_buf_append(&st->out, ev->out.data, ev->out.len);
+				lynn_buf_reset(&ev->out);
+			}
+			lynn_buf_release(&got[i]);
+			srv_lps_release(&lps[i]);
+		}
+		if (!st->done && st->n_ended == st->n) {
+			srv_events_close(&st->ev[0], st->r, st->n);
+			lynn_buf_append(&st->out, st->ev[0].out.data, st->ev[0].out.len);
+			lynn_buf_reset(&st->ev[0].out);
+			st->done = true;
+		} else if (!n_new && !any && timed_out) {
+			lynn_buf_puts(&st->out, ": ping\n\n");
 		}
 	}
 }
 
+/* Lets go of the choices (cancelling those still queued or running, if the
+ * client left early). */
 static void stream_free(void *cls)
 {
 	struct stream *st = cls;
-	srv_release(st->ev.s, st->ev.r); /* cancels the request if the client left early */
-	srv_events_release(&st->ev);
+	for (int i = 0; i < st->n; i++) {
+		srv_release(st->s, st->r[i]);
+		srv_events_release(&st->ev[i]);
+	}
+	lynn_buf_release(&st->out);
 	free(st);
 }
 
@@ -175,35 +220,12 @@ static enum MHD_Result completion(struct srv *s, struct MHD_Connection *c, enum 
 	struct srv_req *r = srv_req_parse(s, kind, cn->body.data ? cn->body.data : "", cn->body.len, &e);
 	if (!r)
 		return reply_error(c, &e);
+	/* the body's n choices are n requests: r and n - 1 clones */
+	r->grouped = r->stream && r->n_choices > 1;
 	if (srv_submit(s, r, &e)) {
 		srv_req_free(r);
 		return reply_error(c, &e);
 	}
-	if (r->stream) {
-		struct stream *st = calloc(1, sizeof *st);
-		struct MHD_Response *resp;
-		enum MHD_Result ret;
-		if (st && srv_events_init(&st->ev, s, r, &err)) {
-			free(st);
-			st = NULL;
-		}
-		if (!st) {
-			srv_release(s, r);
-			return fail(c, 500, NULL, "out of memory");
-		}
-		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
-		if (!resp) {
-			stream_free(st);
-			return MHD_NO;
-		}
-		MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-		MHD_add_response_header(resp, "Cache-Control", "no-cache");
-		ret = MHD_queue_response(c, 200, resp);
-		MHD_destroy_response(resp);
-		return ret;
-	}
-	/* not streamed: the body's n choices are n requests; wait here for all,
-	 * checking every second that the client is still there */
 	struct srv_req *rs[SRV_MAX_CHOICES] = { r };
 	int n = 1;
 	while (n < r->n_choices) {
@@ -217,6 +239,44 @@ static enum MHD_Result completion(struct srv *s, struct MHD_Connection *c, enum 
 		}
 		n++;
 	}
+	if (r->stream) {
+		struct stream *st = calloc(1, sizeof *st);
+		struct MHD_Response *resp;
+		enum MHD_Result ret;
+		bool ok = st != NULL;
+		if (st) {
+			st->s = s;
+			for (; st->n < n; st->n++) {
+				st->r[st->n] = rs[st->n];
+				if (ok && srv_events_init(&st->ev[st->n], s, rs[st->n], st->n, &err))
+					ok = false;
+			}
+			for (int i = 0; ok && i < n; i++) { /* the role chunks first */
+				lynn_buf_append(&st->out, st->ev[i].out.data, st->ev[i].out.len);
+				lynn_buf_reset(&st->ev[i].out);
+			}
+		}
+		if (!ok) {
+			if (st)
+				stream_free(st);
+			else
+				for (int i = 0; i < n; i++)
+					srv_release(s, rs[i]);
+			return fail(c, 500, NULL, "out of memory");
+		}
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
+		if (!resp) {
+			stream_free(st);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+		MHD_add_response_header(resp, "Cache-Control", "no-cache");
+		ret = MHD_queue_response(c, 200, resp);
+		MHD_destroy_response(resp);
+		return ret;
+	}
+	/* not streamed: wait here for all the choices, checking every second
+	 * that the client is still there */
 	int busy = 0, failed = -1;
 	pthread_mutex_lock(&s->mu);
 	for (;;) {

@@ -302,8 +302,6 @@ static int parse_common(struct srv *s, const cJSON *b, struct srv_req *r, int64_
 	int64_t n = 1;
 	if (get_int(b, "n", 1, SRV_MAX_CHOICES, &n, e))
 		return -1;
-	if (n > 1 && r->stream)
-		return srv_fail(e, 400, "n", "'n' > 1 is not supported with stream: true");
 	r->n_choices = (int)n;
 	lynn_sample_params_init(&r->gopts.sample);
 	r->gopts.sample.temperature = (float)temp;
@@ -825,6 +823,7 @@ struct srv_req *srv_req_clone(const struct srv_req *r, uint64_t seed)
 	c->stream = r->stream;
 	c->include_usage = r->include_usage;
 	c->n_choices = 1;
+	c->grouped = r->grouped;
 	c->srv = r->srv;
 	c->parse = r->parse;
 	c->gopts = r->gopts;
@@ -877,7 +876,7 @@ static cJSON *chunk(struct srv_events *st, cJSON **delta, const char *finish)
 	cJSON *o = srv_chunk_new(st->s, st->r), *ch = cJSON_AddArrayToObject(o, "choices");
 	cJSON *c = cJSON_CreateObject();
 	cJSON_AddItemToArray(ch, c);
-	cJSON_AddNumberToObject(c, "index", 0);
+	cJSON_AddNumberToObject(c, "index", st->index);
 	if (st->r->kind == SRV_CHAT)
 		*delta = cJSON_AddObjectToObject(c, "delta");
 	else
@@ -955,19 +954,14 @@ static void events_flush(struct srv_events *st, bool end)
 	if (st->r->kind == SRV_COMPLETION)
 		cJSON_AddStringToObject(delta, "text", "");
 	sse(st, o);
-	if (st->r->include_usage) {
-		o = srv_chunk_new(st->s, st->r);
-		cJSON_AddArrayToObject(o, "choices");
-		cJSON_AddItemToObject(o, "usage", srv_usage(st->r->prompt.n, st->r->res.ids.n, st->r->res.n_cached));
-		sse(st, o);
-	}
 }
 
-int srv_events_init(struct srv_events *st, struct srv *s, struct srv_req *r, struct lynn_err *err)
+int srv_events_init(struct srv_events *st, struct srv *s, struct srv_req *r, int index, struct lynn_err *err)
 {
 	memset(st, 0, sizeof *st);
 	st->s = s;
 	st->r = r;
+	st->index = index;
 	if (r->kind == SRV_CHAT) {
 		cJSON *delta, *o;
 		if (!(st->cs = lynn_chat_stream_create(&r->parse, err)))
@@ -1013,8 +1007,20 @@ void srv_events_logprobs(struct srv_events *st, const struct srv_lps *l)
 void srv_events_end(struct srv_events *st)
 {
 	events_flush(st, true);
-	if (st->r->state == SRV_DONE)
-		lynn_buf_puts(&st->out, "data: [DONE]\n\n");
+}
+
+void srv_events_close(struct srv_events *st, struct srv_req *const *r, int n)
+{
+	if (r[0]->include_usage) {
+		size_t completion = 0;
+		for (int i = 0; i < n; i++)
+			completion += r[i]->res.ids.n;
+		cJSON *o = srv_chunk_new(st->s, r[0]);
+		cJSON_AddArrayToObject(o, "choices");
+		cJSON_AddItemToObject(o, "usage", srv_usage(r[0]->prompt.n, completion, r[0]->res.n_cached));
+		sse(st, o);
+	}
+	lynn_buf_puts(&st->out, "data: [DONE]\n\n");
 }
 
 void srv_events_release(struct srv_events *st)

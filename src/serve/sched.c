@@ -20,6 +20,14 @@ static void unref(struct srv_req *r)
 		srv_req_free(r);
 }
 
+/* News of r (text, logprobs, its end) to whoever waits for it (under mu). */
+static void wake(struct srv_req *r)
+{
+	pthread_cond_broadcast(&r->cv);
+	if (r->grouped)
+		pthread_cond_broadcast(&r->srv->choices_cv);
+}
+
 /* Generated text -> the request's pending buffer (scheduler thread, during
  * the step; srv.mu is not held by the step). */
 static void on_text(void *ud, const char *text, size_t len)
@@ -27,7 +35,7 @@ static void on_text(void *ud, const char *text, size_t len)
 	struct srv_req *r = ud;
 	pthread_mutex_lock(&r->srv->mu);
 	if (lynn_buf_append(&r->pending, text, len) == 0)
-		pthread_cond_broadcast(&r->cv);
+		wake(r);
 	pthread_mutex_unlock(&r->srv->mu);
 }
 
@@ -57,7 +65,7 @@ static void queue_logprobs(struct srv_req *r)
 		l->lp[l->n] = g->logprobs[i];
 	}
 	r->n_lp_queued = upto;
-	pthread_cond_broadcast(&r->cv);
+	wake(r);
 }
 
 int srv_submit(struct srv *s, struct srv_req *r, struct srv_error *e)
@@ -135,7 +143,7 @@ static void finish(struct srv *s, struct srv_req *r, enum srv_state st)
 		r->gen = NULL;
 	}
 	r->state = st;
-	pthread_cond_broadcast(&r->cv);
+	wake(r);
 	unref(r);
 }
 

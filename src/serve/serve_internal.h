@@ -57,6 +57,8 @@ struct srv_req {
 	int64_t created;
 	bool stream, include_usage;
 	int n_choices;            /* the body's n: this request and n - 1 clones */
+	bool grouped;             /* a choice of a streamed body with n > 1: the scheduler also
+				   * wakes srv.choices_cv, where that stream's connection waits */
 	struct lynn_chat_parse_opts parse;
 	char *tools_json;         /* parse.tools_json's storage (the request's tools) */
 	char **stop;
@@ -106,6 +108,7 @@ struct srv {
 	pthread_mutex_t mu;
 	pthread_cond_t work;      /* the scheduler waits here */
 	pthread_cond_t idle;      /* signalled when nothing is queued or running */
+	pthread_cond_t choices_cv; /* signalled on news of a grouped request */
 	struct srv_req *queue_head, *queue_tail;
 	int n_queued, n_running;
 	int n_http;               /* requests whose response is not yet sent */
@@ -145,26 +148,33 @@ cJSON *srv_chunk_new(struct srv *s, const struct srv_req *r);
 cJSON *srv_usage(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens);
 
 /* A streamed response's events (chat.completion.chunk or text_completion
- * objects as "data: …" lines): the role chunk at init, content, reasoning
- * and tool-call deltas as text arrives (lynn_chat_stream: tags held back,
- * each tool call sent whole), and at the end the finish_reason chunk, the
- * usage chunk when asked for, or the error object, then [DONE]. */
+ * objects as "data: …" lines), one srv_events a choice: the role chunk at
+ * init, content, reasoning and tool-call deltas as text arrives
+ * (lynn_chat_stream: tags held back, each tool call sent whole), at the
+ * choice's end its finish_reason chunk, or the error object and [DONE];
+ * once every choice has ended, the usage chunk when asked for and [DONE]
+ * (srv_events_close). */
 struct srv_events {
 	struct srv *s;
 	struct srv_req *r;
+	int index;                     /* the choice's index in its chunks */
 	struct lynn_chat_stream *cs;   /* chat only */
 	struct lynn_buf out;           /* events not yet sent */
 	struct lynn_buf text;
 	int n_calls;
 	size_t lp_offset;              /* completions' text_offset so far */
 };
-int srv_events_init(struct srv_events *ev, struct srv *s, struct srv_req *r, struct lynn_err *err);
+int srv_events_init(struct srv_events *ev, struct srv *s, struct srv_req *r, int index, struct lynn_err *err);
 void srv_events_text(struct srv_events *ev, const char *text, size_t len);
 /* Log-probabilities of the tokens generated since the last call (a chunk
  * whose delta is empty, or whose text is "", with the logprobs object). */
 void srv_events_logprobs(struct srv_events *ev, const struct srv_lps *l);
 /* r has ended (SRV_DONE or SRV_FAILED). */
 void srv_events_end(struct srv_events *ev);
+/* The n choices r[] of the body have ended (SRV_DONE): the usage chunk
+ * (r[0]'s prompt once, the completions summed) when asked for, then
+ * [DONE], into ev->out. */
+void srv_events_close(struct srv_events *ev, struct srv_req *const *r, int n);
 void srv_events_release(struct srv_events *ev);
 
 /* ---- sched.c ---- */

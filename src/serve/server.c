@@ -20,6 +20,7 @@ static void srv_free(struct srv *s)
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->work);
 	pthread_cond_destroy(&s->idle);
+	pthread_cond_destroy(&s->choices_cv);
 	free(s);
 }
 
@@ -76,6 +77,7 @@ struct lynn_server *lynn_server_start(struct lynn_engine *e, const struct lynn_s
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->idle, NULL);
+	pthread_cond_init(&s->choices_cv, NULL);
 	s->o = *o;
 	s->o.defaults = NULL;
 	lynn_server_sampling_defaults(NULL, NULL, &s->def, NULL);

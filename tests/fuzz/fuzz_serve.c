@@ -57,11 +57,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		lynn_sampler_free(smp);
 		struct srv_events ev;
 		struct lynn_err err = { 0 };
-		if (srv_events_init(&ev, &S, r, &err) == 0) {
+		if (srv_events_init(&ev, &S, r, r->n_choices - 1, &err) == 0) {
 			srv_events_text(&ev, (const char *)data, size / 2);
 			srv_events_text(&ev, (const char *)data + size / 2, size - size / 2);
 			r->state = SRV_DONE;
 			srv_events_end(&ev);
+			srv_events_close(&ev, &r, 1);
 			srv_events_release(&ev);
 		}
 		srv_req_free(r);

@@ -1,8 +1,9 @@
 // serve_openai.mjs BASE_URL API_KEY MODEL - the real `openai` client (npm,
 // tests/node/package.json) against `lynn serve` (tests/check_serve.c runs
-// it): models, chat completions streamed and not, the usage chunk, text
-// completions (also with penalties and a logit bias, as the client sends
-// them), and the client's error classes for 400, 401 and 404.
+// it): models, chat completions streamed and not (also n = 3 choices),
+// the usage chunk, text completions (also with penalties and a logit bias,
+// as the client sends them), and the client's error classes for 400, 401
+// and 404.
 // Prints one JSON object of what it saw; exits 1 on the first failed check.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -60,6 +61,32 @@ assert.equal(finishes, 1);
 assert.deepEqual(usage, full.usage);
 assert.equal(content, seen.content);
 assert.equal(reasoning, seen.reasoning);
+
+// n = 3 sampled choices, streamed and not: each index's deltas join to
+// that choice's message, each finishes once, one usage chunk over all three
+const sampled = { model, messages, max_tokens: 10, temperature: 1, seed: 7, n: 3 };
+const three = await client.chat.completions.create(sampled);
+assert.equal(three.choices.length, 3);
+const parts = ['', '', ''], ends = [0, 0, 0], roles = [0, 0, 0];
+let usage3 = null;
+for await (const chunk of await client.chat.completions.create({
+	...sampled, stream: true, stream_options: { include_usage: true },
+})) {
+	if (chunk.usage) {
+		usage3 = chunk.usage;
+		continue;
+	}
+	const c = chunk.choices[0];
+	assert.equal(ends[c.index], 0, 'nothing after a choice\'s finish_reason');
+	if (c.delta.role) roles[c.index]++;
+	parts[c.index] += c.delta.content ?? '';
+	if (c.finish_reason) ends[c.index]++;
+}
+assert.deepEqual(ends, [1, 1, 1]);
+assert.deepEqual(roles, [1, 1, 1]);
+assert.deepEqual(parts, three.choices.map((c) => c.message.content ?? ''));
+assert.deepEqual(usage3, three.usage);
+seen.choices = parts;
 
 // text completions, streamed and not
 const tc = await client.completions.create({ model, prompt: 'The sky is', max_tokens: 6, temperature: 0 });
