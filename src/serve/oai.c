@@ -734,6 +734,16 @@ cJSON *srv_usage(size_t prompt_tokens, size_t completion_tokens, size_t cached_t
 	return u;
 }
 
+/* The usage of a body's n choices: the prompt once (and its cached tokens,
+ * the first choice's), their completions summed */
+static cJSON *choices_usage(struct srv_req *const *r, int n)
+{
+	size_t completion = 0;
+	for (int i = 0; i < n; i++)
+		completion += r[i]->res.ids.n;
+	return srv_usage(r[0]->prompt.n, completion, r[0]->res.n_cached);
+}
+
 static char *finish_json(cJSON *o)
 {
 	char *s = cJSON_PrintUnformatted(o);
@@ -797,7 +807,6 @@ char *srv_response(struct srv *s, struct srv_req *const *r, int n)
 {
 	cJSON *o = response_new(s, r[0], r[0]->kind == SRV_CHAT ? "chat.completion" : "text_completion");
 	cJSON *ch = cJSON_AddArrayToObject(o, "choices");
-	size_t completion = 0;
 	for (int i = 0; i < n; i++) {
 		cJSON *c = r[i]->kind == SRV_CHAT ? chat_choice(s, r[i], i) : completion_choice(s, r[i], i);
 		if (!c) {
@@ -805,9 +814,8 @@ char *srv_response(struct srv *s, struct srv_req *const *r, int n)
 			return NULL;
 		}
 		cJSON_AddItemToArray(ch, c);
-		completion += r[i]->res.ids.n;
 	}
-	cJSON_AddItemToObject(o, "usage", srv_usage(r[0]->prompt.n, completion, r[0]->res.n_cached));
+	cJSON_AddItemToObject(o, "usage", choices_usage(r, n));
 	return finish_json(o);
 }
 
@@ -1012,12 +1020,9 @@ void srv_events_end(struct srv_events *st)
 void srv_events_close(struct srv_events *st, struct srv_req *const *r, int n)
 {
 	if (r[0]->include_usage) {
-		size_t completion = 0;
-		for (int i = 0; i < n; i++)
-			completion += r[i]->res.ids.n;
 		cJSON *o = srv_chunk_new(st->s, r[0]);
 		cJSON_AddArrayToObject(o, "choices");
-		cJSON_AddItemToObject(o, "usage", srv_usage(r[0]->prompt.n, completion, r[0]->res.n_cached));
+		cJSON_AddItemToObject(o, "usage", choices_usage(r, n));
 		sse(st, o);
 	}
 	lynn_buf_puts(&st->out, "data: [DONE]\n\n");
