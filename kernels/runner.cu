@@ -1143,6 +1143,31 @@ __global__ void k_conv(const float *__restrict__ U, int64_t ldu, float *__restri
  * thread's share of the column fits in registers. */
 template <int DK> struct delta_split { static const int P = DK > 64 ? 2 : 1; };
 
+/* A row's q and k L2-normalised (q times 1/sqrt(dk)) into qn and kn, the
+ * block's threads sharing the dk values (§3.4 step 3) */
+static __device__ __forceinline__ void delta_qk(const float *q, const float *k, int dk, float *red, float *qn,
+						 float *kn)
+{
+	float sq = 0.0f, sk = 0.0f;
+	for (int a = threadIdx.x; a < dk; a += blockDim.x) {
+		sq += q[a] * q[a];
+		sk += k[a] * k[a];
+	}
+	sq = block_sum(sq, red);
+	sk = block_sum(sk, red);
+	const float rq = 1.0f / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f), qscale = 1.0f / sqrtf((float)dk);
+	for (int a = threadIdx.x; a < dk; a += blockDim.x) {
+		qn[a] = q[a] * rq * qscale;
+		kn[a] = k[a] * rk;
+	}
+}
+
+/* A v-head's decay from its row's a (§3.4 step 4) */
+static __device__ __forceinline__ float delta_decay(float a, float neg_a, float dt_bias)
+{
+	return expf(neg_a * softplus_d(a + dt_bias));
+}
+
 template <int DK>
 __global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float *Bv, const float *Av,
 			int64_t ldba, const int *seq_rows, const int *seq_start, float *const *const *seq_rec, int li,
@@ -1158,7 +1183,7 @@ __global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float
 	int kh = h / (Hv / Hk);
 	bool own = j < dv, lead = own && threadIdx.x % P == 0;
 	float *S = seq_rec[s][li] + (int64_t)h * dk * dv;
-	float qscale = 1.0f / sqrtf((float)dk), col[SL];
+	float col[SL];
 	if (DK > 0 && own) {
 #pragma unroll
 		for (int a = 0; a < SL; a++)
@@ -1167,22 +1192,10 @@ __global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float
 	for (int e = seq_start[s]; e < seq_start[s + 1]; e++) {
 		int i = seq_rows[e];
 		const float *cv = C + (int64_t)i * cd;
-		const float *q = cv + (int64_t)kh * dk, *k = cv + (int64_t)Hk * dk + (int64_t)kh * dk;
-		float sq = 0.0f, sk = 0.0f;
-		for (int a = threadIdx.x; a < dk; a += blockDim.x) {
-			sq += q[a] * q[a];
-			sk += k[a] * k[a];
-		}
-		sq = block_sum(sq, red);
-		sk = block_sum(sk, red);
-		float rq = 1.0f / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
-		for (int a = threadIdx.x; a < dk; a += blockDim.x) {
-			qn[a] = q[a] * rq * qscale;
-			kn[a] = k[a] * rk;
-		}
+		delta_qk(cv + (int64_t)kh * dk, cv + (int64_t)Hk * dk + (int64_t)kh * dk, dk, red, qn, kn);
 		__syncthreads();
 		float beta = sigmoid_d(Bv[(int64_t)i * ldba + h]);
-		float decay = expf(neg_a[h] * softplus_d(Av[(int64_t)i * ldba + h] + dt_bias[h]));
+		float decay = delta_decay(Av[(int64_t)i * ldba + h], neg_a[h], dt_bias[h]);
 		float v = own ? cv[2 * (int64_t)Hk * dk + (int64_t)h * dv + j] : 0.0f;
 		float o = 0.0f, mv = 0.0f;
 		if (DK > 0) { /* S^T k over the thread's share, then over the column's P threads */
@@ -1250,24 +1263,13 @@ __global__ void k_delta_prep(const float *C, const float *Bv, const float *Av, i
 	pdl_enter();
 	__shared__ float red[33];
 	const int i = blockIdx.x, kh = blockIdx.y, hpk = Hv / Hk;
-	const float *q = C + (int64_t)i * cd + (int64_t)kh * dk, *k = q + (int64_t)Hk * dk;
-	float sq = 0.0f, sk = 0.0f;
-	for (int a = threadIdx.x; a < dk; a += blockDim.x) {
-		sq += q[a] * q[a];
-		sk += k[a] * k[a];
-	}
-	sq = block_sum(sq, red);
-	sk = block_sum(sk, red);
-	const float rq = 1.0f / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f), qscale = 1.0f / sqrtf((float)dk);
+	const float *q = C + (int64_t)i * cd + (int64_t)kh * dk;
 	float *o = QK + ((int64_t)i * Hk + kh) * 2 * dk;
-	for (int a = threadIdx.x; a < dk; a += blockDim.x) {
-		o[a] = q[a] * rq * qscale;
-		o[dk + a] = k[a] * rk;
-	}
+	delta_qk(q, q + (int64_t)Hk * dk, dk, red, o, o + dk);
 	if (threadIdx.x < hpk) {
 		const int h = kh * hpk + threadIdx.x;
 		BD[((int64_t)i * Hv + h) * 2] = sigmoid_d(Bv[(int64_t)i * ldba + h]);
-		BD[((int64_t)i * Hv + h) * 2 + 1] = expf(neg_a[h] * softplus_d(Av[(int64_t)i * ldba + h] + dt_bias[h]));
+		BD[((int64_t)i * Hv + h) * 2 + 1] = delta_decay(Av[(int64_t)i * ldba + h], neg_a[h], dt_bias[h]);
 	}
 }
 
