@@ -197,16 +197,18 @@ static char *completion_body(const char *prompt, int max_tokens, const char *ext
 	return out;
 }
 
-/* The text of a streamed completion (its "text" or "content" deltas), with
- * the stream's framing checked. */
-static char *stream_text(const char *sse, const char **finish_out)
+/* The texts of a streamed response's n choices (their "text" or "content"
+ * deltas, by index) into text[], with the stream's framing checked: each
+ * choice finishes once (its finish_reason into finish[], 32 bytes each,
+ * when given), nothing comes after a choice's finish or after [DONE], which
+ * comes once, and the usage chunk, if any, comes last (its completion
+ * tokens the return value, else -1). */
+static int stream_choices(const char *sse, int n, struct lynn_buf *text, char (*finish)[32])
 {
-	struct lynn_buf t = { 0 };
-	int finishes = 0, done = 0;
-	static char finish[32];
-	const char *p = sse;
-	lynn_buf_puts(&t, "");
-	while ((p = strstr(p, "data: "))) {
+	int finishes[SRV_MAX_CHOICES] = { 0 }, done = 0, usage = -1;
+	for (int i = 0; i < n; i++)
+		lynn_buf_puts(&text[i], "");
+	for (const char *p = sse; (p = strstr(p, "data: "));) {
 		const char *e = strstr(p, "\n\n");
 		ck_assert_ptr_nonnull(e);
 		ck_assert_int_eq(done, 0); /* nothing after [DONE] */
@@ -217,22 +219,42 @@ static char *stream_text(const char *sse, const char **finish_out)
 		}
 		cJSON *j = cJSON_ParseWithLength(p + 6, (size_t)(e - p - 6));
 		ck_assert_ptr_nonnull(j);
-		const char *s = str_at(j, "choices.0.text");
-		if (!s)
-			s = str_at(j, "choices.0.delta.content");
-		if (s)
-			lynn_buf_puts(&t, s);
-		if ((s = str_at(j, "choices.0.finish_reason"))) {
-			finishes++;
-			snprintf(finish, sizeof finish, "%s", s);
+		ck_assert_int_lt(usage, 0); /* the usage chunk comes last */
+		if (cJSON_GetObjectItem(j, "usage")) {
+			usage = (int)tu_num(cJSON_GetObjectItem(j, "usage"), "completion_tokens");
+		} else {
+			const int i = (int)tu_num(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "index");
+			ck_assert(i >= 0 && i < n);
+			ck_assert_int_eq(finishes[i], 0); /* nothing after a choice's finish */
+			const char *t = str_at(j, "choices.0.text");
+			if (!t)
+				t = str_at(j, "choices.0.delta.content");
+			if (t)
+				lynn_buf_puts(&text[i], t);
+			if ((t = str_at(j, "choices.0.finish_reason"))) {
+				finishes[i]++;
+				if (finish)
+					snprintf(finish[i], sizeof finish[i], "%s", t);
+			}
 		}
 		cJSON_Delete(j);
 		p = e;
 	}
 	ck_assert_int_eq(done, 1);
-	ck_assert_int_eq(finishes, 1);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(finishes[i], 1);
+	return usage;
+}
+
+/* The text of a streamed one-choice completion (framing checked as by
+ * stream_choices), its finish_reason in *finish_out when given. */
+static char *stream_text(const char *sse, const char **finish_out)
+{
+	struct lynn_buf t = { 0 };
+	static char finish[1][32];
+	stream_choices(sse, 1, &t, finish);
 	if (finish_out)
-		*finish_out = finish;
+		*finish_out = finish[0];
 	return t.data;
 }
 
@@ -735,37 +757,9 @@ START_TEST(test_n_choices)
 	struct http hs = call("/v1/completions", bs, NULL, 0);
 	ck_assert_int_eq(hs.status, 200);
 	struct lynn_buf text[3] = { { 0 } };
-	int finishes[3] = { 0 }, usage = -1, done = 0;
-	for (const char *p = hs.body.data; (p = strstr(p, "data: "));) {
-		const char *e = strstr(p, "\n\n");
-		ck_assert_ptr_nonnull(e);
-		ck_assert_int_eq(done, 0); /* nothing after [DONE] */
-		if (!strncmp(p + 6, "[DONE]", 6)) {
-			done = 1;
-			p = e;
-			continue;
-		}
-		cJSON *c = cJSON_ParseWithLength(p + 6, (size_t)(e - p - 6));
-		ck_assert_ptr_nonnull(c);
-		ck_assert_int_lt(usage, 0); /* the usage chunk comes last */
-		if (cJSON_GetObjectItem(c, "usage")) {
-			usage = (int)tu_num(cJSON_GetObjectItem(c, "usage"), "completion_tokens");
-		} else {
-			const int i = (int)tu_num(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "choices"), 0), "index");
-			ck_assert(i >= 0 && i < 3);
-			ck_assert_int_eq(finishes[i], 0); /* nothing after a choice's finish */
-			lynn_buf_puts(&text[i], str_at(c, "choices.0.text"));
-			finishes[i] += str_at(c, "choices.0.finish_reason") != NULL;
-		}
-		cJSON_Delete(c);
-		p = e;
-	}
-	ck_assert_int_eq(done, 1);
-	ck_assert_int_eq(usage, completion);
+	ck_assert_int_eq(stream_choices(hs.body.data, 3, text, NULL), completion);
 	for (int i = 0; i < 3; i++) {
-		ck_assert_int_eq(finishes[i], 1);
-		ck_assert_str_eq(text[i].data ? text[i].data : "",
-				 cJSON_GetObjectItem(cJSON_GetArrayItem(ch, i), "text")->valuestring);
+		ck_assert_str_eq(text[i].data, cJSON_GetObjectItem(cJSON_GetArrayItem(ch, i), "text")->valuestring);
 		lynn_buf_release(&text[i]);
 	}
 	lynn_buf_release(&hs.body);
