@@ -1162,6 +1162,26 @@ static __device__ __forceinline__ void delta_qk(const float *q, const float *k, 
 	}
 }
 
+/* One row's delta rule on state column j (dk values dv apart, in global
+ * memory: any key dim): decayed, corrected toward v, read out with q; o */
+static __device__ __forceinline__ float delta_col(float *S, int dk, int dv, int j, const float *qn, const float *kn,
+						  float v, float beta, float decay)
+{
+	float o = 0.0f, mv = 0.0f;
+	for (int a = 0; a < dk; a++) {
+		const float x = S[(int64_t)a * dv + j] * decay;
+		S[(int64_t)a * dv + j] = x;
+		mv += x * kn[a];
+	}
+	const float delta = (v - mv) * beta;
+	for (int a = 0; a < dk; a++) {
+		const float x = S[(int64_t)a * dv + j] + kn[a] * delta;
+		S[(int64_t)a * dv + j] = x;
+		o += x * qn[a];
+	}
+	return o;
+}
+
 /* A v-head's decay from its row's a (§3.4 step 4) */
 static __device__ __forceinline__ float delta_decay(float a, float neg_a, float dt_bias)
 {
@@ -1215,17 +1235,7 @@ __global__ void k_delta(const float *C, const float *Z, int64_t ldz, const float
 			if (P == 2)
 				o += __shfl_xor_sync(0xffffffffu, o, 1);
 		} else if (own) {
-			for (int a = 0; a < dk; a++) {
-				float x = S[(int64_t)a * dv + j] * decay;
-				S[(int64_t)a * dv + j] = x;
-				mv += x * kn[a];
-			}
-			float delta = (v - mv) * beta;
-			for (int a = 0; a < dk; a++) {
-				float x = S[(int64_t)a * dv + j] + kn[a] * delta;
-				S[(int64_t)a * dv + j] = x;
-				o += x * qn[a];
-			}
+			o = delta_col(S, dk, dv, j, qn, kn, v, beta, decay);
 		}
 		float ss = block_sum(lead ? o * o : 0.0f, red);
 		float r = 1.0f / sqrtf(ss / (float)dv + eps);
@@ -1312,19 +1322,7 @@ __global__ void k_delta_scan(const float *C, const float *QK, const float *BD, c
 			const float *qn = QK + ((int64_t)i * Hk + kh) * 2 * dk, *kn = qn + dk;
 			const float beta = BD[((int64_t)i * Hv + h) * 2], decay = BD[((int64_t)i * Hv + h) * 2 + 1];
 			const float v = C[(int64_t)i * cd + 2 * (int64_t)Hk * dk + (int64_t)h * dv + j];
-			float o = 0.0f, mv = 0.0f;
-			for (int a = 0; a < dk; a++) {
-				const float x = S[(int64_t)a * dv + j] * decay;
-				S[(int64_t)a * dv + j] = x;
-				mv += x * kn[a];
-			}
-			const float delta = (v - mv) * beta;
-			for (int a = 0; a < dk; a++) {
-				const float x = S[(int64_t)a * dv + j] + kn[a] * delta;
-				S[(int64_t)a * dv + j] = x;
-				o += x * qn[a];
-			}
-			O2[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = o;
+			O2[(int64_t)i * Hv * dv + (int64_t)h * dv + j] = delta_col(S, dk, dv, j, qn, kn, v, beta, decay);
 		}
 		return;
 	}
@@ -1897,7 +1895,8 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	/* nk routed slots; the shared expert's rows after them (D->shx); the
 	 * expert products' rows: a row per slot, or a prefill pass's tiles */
 	size_t f = sizeof(float), b = sizeof(__nv_bfloat16), nk = (size_t)n * m->topk, nks = nk + n;
-	size_t nt = n > GRAPH_MAX_ROWS ? (size_t)moe_tiles_max((int)nks, (int)m->E + 1) : 0;
+	size_t np = n > GRAPH_MAX_ROWS ? (size_t)n : 0; /* a prefill pass's rows (its own buffers) */
+	size_t nt = np ? (size_t)moe_tiles_max((int)nks, (int)m->E + 1) : 0;
 	size_t rs = LYNN_MAX(nks, nt * MOE_TILE);
 	size_t big = LYNN_MAX((size_t)m->nh * m->hd, (size_t)m->Hv * m->dv);
 	a->used = 0;
@@ -1919,8 +1918,8 @@ static void layout(const struct lynn_model *m, struct lynn_arena *a, struct scra
 	s->act = (float *)lynn_carve(a, rs * m->I * f);
 	s->Yg = (float *)lynn_carve(a, rs * m->H * f);
 	s->Xgf = (float *)lynn_carve(a, nt * MOE_TILE * m->H * f);
-	s->QK = (float *)lynn_carve(a, (n > GRAPH_MAX_ROWS ? n : 0) * m->Hk * 2 * m->dk * f);
-	s->BD = (float *)lynn_carve(a, (n > GRAPH_MAX_ROWS ? n : 0) * m->Hv * 2 * f);
+	s->QK = (float *)lynn_carve(a, np * m->Hk * 2 * m->dk * f);
+	s->BD = (float *)lynn_carve(a, np * m->Hv * 2 * f);
 	s->HSgu = (float *)lynn_carve(a, 2 * n * m->Is * f); /* the shared expert's gate and up */
 	s->HSa = (float *)lynn_carve(a, n * m->Is * f);
 	s->YS = (float *)lynn_carve(a, n * m->H * f);
